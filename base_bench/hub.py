@@ -1,0 +1,134 @@
+"""Everything that talks to the Hugging Face Hub: tokens, the gated data file, model snapshots.
+
+    path, token = fetch_official_data()            # data/test.jsonl of the gated dataset
+    local_dir, commit = download_model("org/name", revision=None, token=token)
+
+Tokens are tried in the card's order: the HF_TOKEN variable, then the token saved by
+`hf auth login` (read through huggingface_hub), then, only when stdin is a terminal, a prompt that
+does not echo. A token lives in memory only: it is never printed, logged or written to a file, and
+error messages are built without it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Iterator
+
+import huggingface_hub
+from huggingface_hub import errors as hf_errors
+
+from . import card
+
+
+class HubError(Exception):
+    """The Hub could not give us what we asked for; the message says what to do instead."""
+
+
+LOCAL_HINT = (
+    "To run without the Hub, pass --local-data DIR where DIR/data/test.jsonl is a copy of the data "
+    "(for this repository's own bundled set: --local-data .)."
+)
+
+
+def saved_token() -> str | None:
+    """The token stored by `hf auth login`, ignoring HF_TOKEN (huggingface_hub reads the file)."""
+    try:
+        from huggingface_hub.utils import _auth
+
+        reader = getattr(_auth, "_get_token_from_file", None)
+    except ImportError:
+        reader = None
+    if reader is not None:
+        return reader()
+    # Older/newer huggingface_hub: hide HF_TOKEN for the length of one get_token() call.
+    hidden = {k: os.environ.pop(k) for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN") if k in os.environ}
+    try:
+        return huggingface_hub.get_token()
+    finally:
+        os.environ.update(hidden)
+
+
+def token_candidates(
+    prompt: Callable[[str], str] = getpass.getpass, isatty: Callable[[], bool] = lambda: sys.stdin.isatty()
+) -> Iterator[tuple[str, str | None]]:
+    """Yield (where it came from, token) in the card's order; None means anonymous access."""
+    env = os.environ.get("HF_TOKEN") or None
+    if env:
+        yield "HF_TOKEN", env
+    saved = saved_token()
+    if saved and saved != env:
+        yield "saved login", saved
+    if not env and not saved:
+        yield "anonymous", None
+    if isatty():
+        typed = prompt("Hugging Face token with access to the dataset (input hidden): ").strip()
+        if typed:
+            yield "prompt", typed
+
+
+def _unreachable(exc: BaseException) -> bool:
+    if isinstance(exc, (hf_errors.OfflineModeIsEnabled, hf_errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
+        return True
+    name = type(exc).__name__
+    return name in {"ConnectError", "ConnectTimeout", "ReadTimeout", "NetworkError", "ProxyError"}
+
+
+def _refused(exc: BaseException) -> bool:
+    if isinstance(exc, (hf_errors.GatedRepoError, hf_errors.RepositoryNotFoundError)):
+        return True
+    resp = getattr(exc, "response", None)
+    return getattr(resp, "status_code", None) in (401, 403)
+
+
+def fetch_official_data(
+    revision: str | None = None,
+    prompt: Callable[[str], str] = getpass.getpass,
+    isatty: Callable[[], bool] = lambda: sys.stdin.isatty(),
+) -> tuple[str, str | None]:
+    """Download the card's data file; return (local path, the token that worked)."""
+    tried = []
+    for source, token in token_candidates(prompt, isatty):
+        try:
+            path = huggingface_hub.hf_hub_download(
+                repo_id=card.HUB_DATASET, filename=card.HUB_DATA_FILE, repo_type="dataset",
+                revision=revision, token=token if token is not None else False,
+            )
+            return path, token
+        except Exception as exc:  # noqa: BLE001 - sorted into clear messages below
+            if _unreachable(exc):
+                raise HubError(f"cannot reach the Hugging Face Hub to fetch {card.HUB_DATASET}. {LOCAL_HINT}") from None
+            if _refused(exc):
+                tried.append(source)
+                continue
+            raise HubError(f"fetching {card.HUB_DATASET} failed ({type(exc).__name__}). {LOCAL_HINT}") from None
+    what = ", ".join(tried) if tried else "no token"
+    raise HubError(
+        f"access to the gated dataset {card.HUB_DATASET} was refused (tried: {what}). Accept its terms at "
+        f"https://huggingface.co/datasets/{card.HUB_DATASET} and set HF_TOKEN or run `hf auth login`. {LOCAL_HINT}"
+    )
+
+
+WEIGHT_IGNORE = ["*.msgpack", "*.h5", "*.ot", "*.onnx", "*.gguf", "*.pth", "original/*", "*.tflite", "*.mlmodel"]
+
+
+def download_model(repo_id: str, revision: str | None = None, token: str | None = None) -> tuple[str, str]:
+    """Fetch a model repo snapshot (safetensors preferred); return (local dir, commit sha)."""
+    tok = token if token is not None else None
+    try:
+        files = huggingface_hub.list_repo_files(repo_id, revision=revision, token=tok)
+        ignore = list(WEIGHT_IGNORE)
+        if any(f.endswith(".safetensors") for f in files):
+            ignore.append("*.bin")
+        local = huggingface_hub.snapshot_download(repo_id, revision=revision, token=tok, ignore_patterns=ignore)
+    except Exception as exc:  # noqa: BLE001
+        if _unreachable(exc):
+            raise HubError(f"cannot reach the Hugging Face Hub to download model {repo_id}; pass a local directory or .gguf file instead") from None
+        if isinstance(exc, hf_errors.RevisionNotFoundError):
+            raise HubError(f"model {repo_id} has no revision {revision!r}") from None
+        if _refused(exc):
+            raise HubError(f"model {repo_id} was not found on the Hub, or access to it was refused (is it gated? set HF_TOKEN)") from None
+        raise HubError(f"downloading model {repo_id} failed ({type(exc).__name__})") from None
+    return local, Path(local).name

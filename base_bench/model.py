@@ -1,0 +1,163 @@
+"""Resolve --device/--dtype and load a causal LM with its tokenizer.
+
+    device, dtype = resolve_device("auto"), resolve_dtype("auto", device)
+    loaded = load_model("path/or/id/or/file.gguf", device, dtype, revision=None, token=None)
+    loaded.model, loaded.tokenizer, loaded.info   # info: what report.json records about the model
+
+A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`); a
+directory is loaded as a local export; anything else is taken as a Hub id and fetched with
+huggingface_hub (see hub.py), so the resolved commit is known and recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .hub import download_model
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelError(Exception):
+    """The model or device cannot be used; the message says why in a line."""
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "mps":
+        if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ModelError("--device mps was asked for, but MPS is not available on this machine")
+        return torch.device("mps")
+    if name == "cuda" or name.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ModelError(f"--device {name} was asked for, but no CUDA GPU is available (try --device cpu)")
+        idx = name.partition(":")[2]
+        if idx:
+            if not idx.isdigit() or int(idx) >= torch.cuda.device_count():
+                raise ModelError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        return torch.device(name)
+    raise ModelError(f"--device {name!r} is not one of cpu, cuda, cuda:N, mps, auto")
+
+
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name != "auto":
+        return DTYPES[name]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "mps":
+        return torch.float16
+    return torch.float32
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return {v: k for k, v in DTYPES.items()}[dtype]
+
+
+@dataclass
+class Loaded:
+    model: object
+    tokenizer: object
+    info: dict = field(default_factory=dict)
+
+
+def fingerprint(path: Path) -> str:
+    """A short hash that changes when the model's files change: names, sizes and small files' bytes."""
+    h = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.parts)
+    for p in files:
+        size = p.stat().st_size
+        h.update(f"{p.name}:{size}\n".encode())
+        if size <= 16 << 20:
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def classify(spec: str) -> str:
+    """'gguf', 'dir' or 'hub' for a --model value; raise ModelError for a path that is not there."""
+    p = Path(spec).expanduser()
+    if spec.lower().endswith(".gguf"):
+        if not p.is_file():
+            raise ModelError(f"--model {spec}: no such GGUF file")
+        return "gguf"
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise ModelError(f"--model {spec}: the directory has no config.json, so it is not a model export")
+        return "dir"
+    if p.exists():
+        raise ModelError(f"--model {spec}: a file that is not a .gguf; give a model directory, a .gguf file or a Hub id")
+    # A Hub id is "name" or "org/name"; anything else that does not exist is a mistyped path.
+    looks_like_path = spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
+    if looks_like_path:
+        raise ModelError(f"--model {spec}: no such directory or file")
+    return "hub"
+
+
+@dataclass
+class Located:
+    """A model found (and, for a Hub id, downloaded) but not loaded yet."""
+
+    spec: str
+    kind: str
+    where: str
+    kwargs: dict
+    info: dict
+
+    def identity(self) -> dict:
+        """What names these weights for --resume: the content fingerprint of a local file or
+        directory (not its path, so a moved model still resumes), or the Hub id and commit."""
+        if self.kind == "hub":
+            return {"kind": "hub", "id": self.spec, "revision": self.info["revision"]}
+        return {"kind": self.kind, "fingerprint": self.info["fingerprint"]}
+
+
+def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Located:
+    kind = classify(spec)
+    info = {"spec": spec, "kind": kind}
+    kwargs = dict(trust_remote_code=trust_remote_code)
+    if kind == "hub":
+        where, commit = download_model(spec, revision=revision, token=token)
+        info.update(path=None, revision=commit, fingerprint=None)
+    else:
+        p = Path(spec).expanduser().resolve()
+        if kind == "gguf":
+            where, kwargs["gguf_file"] = str(p.parent), p.name
+        else:
+            where = str(p)
+        if revision:
+            raise ModelError("--revision applies to Hub models only, not to a local directory or file")
+        info.update(path=str(p), revision=None, fingerprint=fingerprint(p))
+    return Located(spec, kind, where, kwargs, info)
+
+
+def load_located(located: Located, device, dtype) -> Loaded:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(located.where, **located.kwargs)
+        model = AutoModelForCausalLM.from_pretrained(located.where, dtype=dtype, **located.kwargs)
+    except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
+        text = str(exc).strip()
+        msg = text.splitlines()[0] if text else type(exc).__name__
+        raise ModelError(f"could not load model {located.spec}: {msg[:300]}") from None
+    model.to(device).eval()
+    info = dict(located.info)
+    info["model_type"] = getattr(model.config, "model_type", None)
+    info["n_parameters"] = sum(p.numel() for p in model.parameters())
+    return Loaded(model, tokenizer, info)
+
+
+def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False) -> Loaded:
+    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype)

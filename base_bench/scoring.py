@@ -1,0 +1,263 @@
+"""Turn items into token ids and score their continuations with a causal LM.
+
+The model contract
+------------------
+A scorer gets `Encoded` items, already tokenized, and returns one `ChoiceScore` per continuation:
+
+* `Encoded.context` is the context's token ids, from `tokenizer(context, add_special_tokens=False)`,
+  with the tokenizer's BOS id put in front only when `--add-bos` is set. Nothing else is added: no
+  chat template, no separator, no EOS.
+* `Encoded.continuations[k]` is the k-th continuation's ids, tokenized on its own with
+  `add_special_tokens=False`. Every continuation starts with whitespace, so the whitespace is part
+  of the continuation's first token(s), never of the context.
+* The scored sequence for choice k is `context + continuations[k]`. Its score is the sum over the
+  continuation's tokens of log p(token | everything before it), with log_softmax taken in float32
+  whatever dtype the model runs in, plus the number of those tokens. The mean is sum / count.
+* If `context + continuation` is longer than the model's window, the context is cut from the left
+  (after a BOS, which stays) to `window - longest continuation` tokens, the same cut for all four
+  choices, and the item is marked truncated.
+
+Three scorers keep that contract:
+
+* `score_reference`: the card read literally, one unpadded sequence per choice. Slow; it is the
+  yardstick that tests and `bench/` compare the others against.
+* `PlainScorer`: every choice is its own row in a padded batch.
+* `PackedScorer`: each item is one row, `context | cont0 | cont1 | cont2 | cont3`, with a 4D
+  attention mask so that each continuation sees the context and itself only, and position ids
+  that restart each continuation right after the context. Each context goes through the model
+  once. `check_packing` compares it with `PlainScorer` on a real batch at start-up; models that
+  ignore custom masks or position ids fail that check and the runner falls back to `PlainScorer`.
+
+Both batched scorers align the end of every row's context to one column, so the logits needed
+(from the last context position onwards) form a single slice; with `logits_to_keep` the LM head
+runs on that slice only.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from .records import ChoiceScore, Item
+
+
+@dataclass(frozen=True)
+class Encoded:
+    id: str
+    context: tuple[int, ...]
+    continuations: tuple[tuple[int, ...], ...]
+    truncated: bool = False
+
+    @property
+    def packed_length(self) -> int:
+        return len(self.context) + sum(len(c) for c in self.continuations)
+
+
+class ScoringError(Exception):
+    """An item cannot be scored under the contract (for example a continuation longer than the window)."""
+
+
+def encode_item(tokenizer, item: Item, add_bos: bool = False, window: int | None = None) -> Encoded:
+    """Tokenize one item under the contract above, cutting the context from the left if needed."""
+    ctx = list(tokenizer(item.context, add_special_tokens=False)["input_ids"])
+    conts = [tuple(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in item.continuations]
+    for k, c in enumerate(conts):
+        if not c:
+            raise ScoringError(f"item {item.id}: continuation {k} tokenizes to nothing")
+    bos = []
+    if add_bos:
+        if tokenizer.bos_token_id is None:
+            raise ScoringError("--add-bos was given but the tokenizer has no BOS token")
+        bos = [tokenizer.bos_token_id]
+    truncated = False
+    if window is not None:
+        room = window - max(len(c) for c in conts) - len(bos)
+        if room < (0 if bos else 1):
+            raise ScoringError(f"item {item.id}: a continuation alone does not fit the model's {window}-token window")
+        if len(ctx) > room:
+            ctx = ctx[len(ctx) - room:] if room > 0 else []
+            truncated = True
+    full_ctx = tuple(bos + ctx)
+    if not full_ctx:
+        raise ScoringError(f"item {item.id}: empty context and no BOS token; nothing to condition on")
+    return Encoded(item.id, full_ctx, tuple(conts), truncated)
+
+
+def model_window(model, tokenizer=None) -> int | None:
+    """The longest sequence the model takes, from its config (None when it states none)."""
+    cfg = model.config
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        v = getattr(cfg, name, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    v = getattr(tokenizer, "model_max_length", None)
+    return v if isinstance(v, int) and 0 < v < 1_000_000 else None
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _sum_logprobs(logits: torch.Tensor, rows, cols, targets, segments, n_segments) -> list[float]:
+    """Sum log p(target) over each segment; logits[rows, cols] predicts targets. float32 always."""
+    dev = logits.device
+    rows = torch.tensor(rows, device=dev)
+    cols = torch.tensor(cols, device=dev)
+    targets = torch.tensor(targets, device=dev)
+    picked = logits[rows, cols].float().log_softmax(-1).gather(1, targets[:, None]).squeeze(1)
+    sums = torch.zeros(n_segments, dtype=torch.float64, device=dev)
+    sums.index_add_(0, torch.tensor(segments, device=dev), picked.double())
+    return sums.tolist()
+
+
+@torch.inference_mode()
+def score_reference(model, enc: Encoded) -> list[ChoiceScore]:
+    """The card, literally: one forward pass per choice over context + continuation, no padding."""
+    dev = _device(model)
+    out = []
+    for cont in enc.continuations:
+        ids = torch.tensor([list(enc.context) + list(cont)], device=dev)
+        logits = model(input_ids=ids, use_cache=False).logits[0].float()
+        logp = logits.log_softmax(-1)
+        start = len(enc.context)
+        total = sum(logp[start + j - 1, tok].item() for j, tok in enumerate(cont))
+        out.append(ChoiceScore(total, len(cont)))
+    return out
+
+
+def _accepts_logits_to_keep(model) -> bool:
+    try:
+        return "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class _BatchScorer:
+    """Shared plumbing: run a forward pass keeping logits from column `first` on."""
+
+    name = "?"
+
+    def __init__(self, model, pad_id: int = 0):
+        self.model = model
+        self.pad_id = pad_id
+        self.device = _device(model)
+        self.dtype = next(model.parameters()).dtype
+        self.keep = _accepts_logits_to_keep(model)
+
+    def _forward(self, ids, attention_mask, position_ids, first: int) -> torch.Tensor:
+        kwargs = dict(input_ids=ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+        if self.keep:
+            logits = self.model(**kwargs, logits_to_keep=ids.shape[1] - first).logits
+        else:
+            logits = self.model(**kwargs).logits[:, first:]
+        return logits
+
+    def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
+        raise NotImplementedError
+
+
+class PlainScorer(_BatchScorer):
+    """One padded row per (item, choice): `pad | context | continuation | pad`."""
+
+    name = "plain"
+
+    @torch.inference_mode()
+    def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
+        rows = [(e, c) for e in batch for c in e.continuations]
+        P = max(len(e.context) for e in batch)
+        T = P + max(len(c) for _, c in rows)
+        ids = torch.full((len(rows), T), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), T), dtype=torch.long)
+        pos = torch.zeros((len(rows), T), dtype=torch.long)
+        r_idx, c_idx, tgt, seg = [], [], [], []
+        for r, (e, cont) in enumerate(rows):
+            seq = list(e.context) + list(cont)
+            s = P - len(e.context)
+            ids[r, s:s + len(seq)] = torch.tensor(seq)
+            mask[r, s:s + len(seq)] = 1
+            pos[r, s:s + len(seq)] = torch.arange(len(seq))
+            for j, tok in enumerate(cont):
+                r_idx.append(r)
+                c_idx.append(P + j - 1 - (P - 1))
+                tgt.append(tok)
+                seg.append(r)
+        logits = self._forward(ids.to(self.device), mask.to(self.device), pos.to(self.device), P - 1)
+        sums = _sum_logprobs(logits, r_idx, c_idx, tgt, seg, len(rows))
+        out, r = [], 0
+        for e in batch:
+            out.append([ChoiceScore(sums[r + k], len(c)) for k, c in enumerate(e.continuations)])
+            r += len(e.continuations)
+        return out
+
+
+class PackedScorer(_BatchScorer):
+    """One row per item: `pad | context | cont0 | cont1 | cont2 | cont3 | pad`, 4D mask."""
+
+    name = "packed"
+
+    @torch.inference_mode()
+    def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
+        B = len(batch)
+        P = max(len(e.context) for e in batch)
+        T = P + max(sum(len(c) for c in e.continuations) for e in batch)
+        ids = torch.full((B, T), self.pad_id, dtype=torch.long)
+        pos = torch.zeros((B, T), dtype=torch.long)
+        allowed = torch.zeros((B, T, T), dtype=torch.bool)
+        used = torch.zeros((B, T), dtype=torch.bool)
+        r_idx, c_idx, tgt, seg = [], [], [], []
+        n_seg = 0
+        for b, e in enumerate(batch):
+            L = len(e.context)
+            s = P - L
+            ids[b, s:P] = torch.tensor(e.context)
+            pos[b, s:P] = torch.arange(L)
+            allowed[b, s:P, s:P] = torch.ones(L, L, dtype=torch.bool).tril()
+            used[b, s:P] = True
+            off = P
+            for cont in e.continuations:
+                n = len(cont)
+                ids[b, off:off + n] = torch.tensor(cont)
+                pos[b, off:off + n] = torch.arange(L, L + n)
+                allowed[b, off:off + n, s:P] = True
+                allowed[b, off:off + n, off:off + n] = torch.ones(n, n, dtype=torch.bool).tril()
+                used[b, off:off + n] = True
+                for j, tok in enumerate(cont):
+                    r_idx.append(b)
+                    c_idx.append((P - 1 if j == 0 else off + j - 1) - (P - 1))
+                    tgt.append(tok)
+                    seg.append(n_seg)
+                n_seg += 1
+                off += n
+        # Padding positions attend to themselves, so no attention row is empty (an empty row
+        # gives NaN, and NaN times a zero weight would still leak into real rows).
+        eye = torch.eye(T, dtype=torch.bool).expand(B, T, T)
+        allowed |= eye & ~used[:, :, None]
+        mask = torch.zeros((B, 1, T, T), dtype=self.dtype)
+        mask.masked_fill_(~allowed[:, None], torch.finfo(self.dtype).min)
+        logits = self._forward(ids.to(self.device), mask.to(self.device), pos.to(self.device), P - 1)
+        sums = _sum_logprobs(logits, r_idx, c_idx, tgt, seg, n_seg)
+        out, i = [], 0
+        for e in batch:
+            out.append([ChoiceScore(sums[i + k], len(c)) for k, c in enumerate(e.continuations)])
+            i += len(e.continuations)
+        return out
+
+
+def max_abs_diff(a: Sequence[Sequence[ChoiceScore]], b: Sequence[Sequence[ChoiceScore]]) -> float:
+    return max(abs(x.logprob - y.logprob) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def check_packing(model, batch: Sequence[Encoded], pad_id: int = 0) -> tuple[bool, float]:
+    """Does the packed path agree with the plain path on this batch? Returns (ok, max |delta|)."""
+    dtype = next(model.parameters()).dtype
+    tol = 1e-3 if dtype == torch.float32 else 0.25
+    try:
+        packed = PackedScorer(model, pad_id)(batch)
+    except Exception:  # a model that rejects 4D masks or position ids
+        return False, float("inf")
+    plain = PlainScorer(model, pad_id)(batch)
+    diff = max_abs_diff(packed, plain)
+    return diff <= tol, diff
