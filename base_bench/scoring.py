@@ -181,7 +181,7 @@ class PlainScorer(_BatchScorer):
             pos[r, s:s + len(seq)] = torch.arange(len(seq))
             for j, tok in enumerate(cont):
                 r_idx.append(r)
-                c_idx.append(P + j - 1 - (P - 1))
+                c_idx.append(j)  # token j is predicted at column P - 1 + j, i.e. j within the kept logits
                 tgt.append(tok)
                 seg.append(r)
         logits = self._forward(ids.to(self.device), mask.to(self.device), pos.to(self.device), P - 1)
