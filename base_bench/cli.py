@@ -52,8 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="base-bench",
         description=f"Score a base causal LM on {card.HUB_DATASET.split('/')[1].replace('-', ' ')}: each item's four "
-        "continuations are ranked by mean token log-probability, and the outcomes are fitted to one Overall Elo. "
-        "Other commands: `base-bench compare RUN_A RUN_B`, `base-bench leaderboard RUN...`.",
+        "continuations are ranked by mean token log-probability, and the outcomes are fitted to one Overall Elo.",
     )
     p.add_argument("--model", required=True, metavar="MODEL",
                    help="what to evaluate: a Hugging Face model id (org/name), a local directory holding a "
@@ -270,10 +269,6 @@ def main(argv: list[str] | None = None) -> int:
 
     known = (CliError, DataError, HubError, ModelError, RunError, ScoringError)
     try:
-        if argv and argv[0] in ("compare", "leaderboard"):
-            from . import analysis
-
-            return analysis.main(argv)
         if argv and argv[0] == "run":
             argv = argv[1:]
         args = build_parser().parse_args(argv)
