@@ -130,17 +130,12 @@ def _load_data(args):
     return ds, record, reasons, token
 
 
-def _chunks(seq, n):
-    for i in range(0, len(seq), n):
-        yield seq[i:i + n]
-
-
 def run(args) -> int:
     import torch
     from tqdm import tqdm
 
     from .model import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
-    from .scoring import PackedScorer, PlainScorer, check_packing, encode_item, model_window
+    from .scoring import PackedScorer, PlainScorer, check_packing, encode_item, length_order, model_window
 
     out_dir = Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model)
     store = RunStore(out_dir)
@@ -189,7 +184,7 @@ def run(args) -> int:
 
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
     bs = args.batch_size if args.batch_size != "auto" else (64 if device.type == "cuda" else 8)
-    order = sorted(encoded, key=lambda e: (-e.packed_length, e.id))
+    order = [encoded[i] for i in length_order(encoded)]
     ok, diff = check_packing(model, order[:bs], pad_id)
     scorer = (PackedScorer if ok else PlainScorer)(model, pad_id)
     packing = {"ok": ok, "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,

@@ -246,6 +246,21 @@ class PackedScorer(_BatchScorer):
         return out
 
 
+def length_order(encs: Sequence[Encoded]) -> list[int]:
+    """Indices of `encs`, longest packed row first, so that each batch needs little padding."""
+    return sorted(range(len(encs)), key=lambda i: (-encs[i].packed_length, encs[i].id))
+
+
+def score_in_batches(scorer, encs: Sequence[Encoded], batch_size: int) -> list[list[ChoiceScore]]:
+    """Score `encs` in length-sorted batches of `batch_size`; results come back in input order."""
+    order = length_order(encs)
+    got = {}
+    for s in range(0, len(order), batch_size):
+        idx = order[s:s + batch_size]
+        got.update(zip(idx, scorer([encs[i] for i in idx])))
+    return [got[i] for i in range(len(encs))]
+
+
 def max_abs_diff(a: Sequence[Sequence[ChoiceScore]], b: Sequence[Sequence[ChoiceScore]]) -> float:
     return max(abs(x.logprob - y.logprob) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
 

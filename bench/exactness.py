@@ -17,7 +17,9 @@ import torch
 from base_bench.dataset import load_dataset_file
 from base_bench.model import load_model
 from base_bench.records import pick
-from base_bench.scoring import PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_reference
+from base_bench.scoring import (
+    PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_in_batches, score_reference,
+)
 
 
 def main() -> None:
@@ -35,16 +37,11 @@ def main() -> None:
     t = time.perf_counter()
     ref = [score_reference(model, e) for e in encs]
     rows = [("reference loop", "-", time.perf_counter() - t, 0.0, 0)]
-    order = sorted(range(len(encs)), key=lambda i: -encs[i].packed_length)
     for cls in (PackedScorer, PlainScorer):
         for bs in args.batch_sizes:
-            scorer, got = cls(model, 0), {}
             t = time.perf_counter()
-            for s in range(0, len(order), bs):
-                idx = order[s:s + bs]
-                got.update(zip(idx, scorer([encs[i] for i in idx])))
+            got = score_in_batches(cls(model, 0), encs, bs)
             dt = time.perf_counter() - t
-            got = [got[i] for i in range(len(encs))]
             flips = sum(pick(a) != pick(b) for a, b in zip(got, ref))
             rows.append((cls.name, bs, dt, max_abs_diff(got, ref), flips))
     print(f"{len(encs)} items, {args.model}, float32, {args.threads} threads")

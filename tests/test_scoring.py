@@ -5,7 +5,8 @@ import torch
 
 from base_bench.records import ChoiceScore, Item, pick
 from base_bench.scoring import (
-    Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, max_abs_diff, score_reference,
+    Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, max_abs_diff, score_in_batches,
+    score_reference,
 )
 from tiny import tiny_model, tiny_tokenizer
 
@@ -53,15 +54,7 @@ def reference(model, encoded):
 @pytest.mark.parametrize("scorer_cls", [PlainScorer, PackedScorer])
 @pytest.mark.parametrize("bs", [1, 3, 8, 32])
 def test_batched_equals_unbatched_loop(model, encoded, reference, scorer_cls, bs):
-    scorer = scorer_cls(model, pad_id=0)
-    got = []
-    order = sorted(range(len(encoded)), key=lambda i: -encoded[i].packed_length)
-    by_index = {}
-    for s in range(0, len(order), bs):
-        idx = order[s:s + bs]
-        for i, sc in zip(idx, scorer([encoded[i] for i in idx])):
-            by_index[i] = sc
-    got = [by_index[i] for i in range(len(encoded))]
+    got = score_in_batches(scorer_cls(model, pad_id=0), encoded, bs)
     assert max_abs_diff(got, reference) < 1e-4
     assert [pick(g) for g in got] == [pick(r) for r in reference]
     assert [[c.n_tokens for c in g] for g in got] == [[c.n_tokens for c in r] for r in reference]

@@ -38,21 +38,18 @@ def smol():
 def test_batched_scores_equal_unbatched_loop(smol):
     from base_bench.dataset import load_dataset_file
     from base_bench.records import pick
-    from base_bench.scoring import PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_reference
+    from base_bench.scoring import (
+        PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_in_batches, score_reference,
+    )
 
     items = load_dataset_file(ROOT / "data" / "test.jsonl").items
     picked = [items[i] for i in range(0, 350, 9)]  # 39 items across all categories
     window = model_window(smol.model, smol.tokenizer)
     encs = [encode_item(smol.tokenizer, it, window=window) for it in picked]
     ref = [score_reference(smol.model, e) for e in encs]
-    order = sorted(range(len(encs)), key=lambda i: -encs[i].packed_length)
     for cls in (PackedScorer, PlainScorer):
         for bs in (1, 3, 8, 32):
-            got = {}
-            for s in range(0, len(order), bs):
-                idx = order[s:s + bs]
-                got.update(zip(idx, cls(smol.model, 0)([encs[i] for i in idx])))
-            got = [got[i] for i in range(len(encs))]
+            got = score_in_batches(cls(smol.model, 0), encs, bs)
             assert max_abs_diff(got, ref) < 1e-4, (cls.name, bs)
             assert [pick(g) for g in got] == [pick(r) for r in ref]
 

@@ -47,17 +47,14 @@ def near_duplicates(items, threshold=0.8) -> list[tuple[str, str, float]]:
 
 def context_free(items, model, tok, batch_size=16) -> dict:
     from base_bench.records import pick
-    from base_bench.scoring import Encoded, PackedScorer
+    from base_bench.scoring import Encoded, PackedScorer, score_in_batches
 
     if tok.bos_token_id is None:
         raise SystemExit("the tokenizer has no BOS token; the context-free baseline needs one")
     encs = [Encoded(it.id, (tok.bos_token_id,), tuple(tuple(tok(c, add_special_tokens=False)["input_ids"])
                                                       for c in it.continuations)) for it in items]
-    scorer = PackedScorer(model, 0)
-    preds = {}
-    for i in range(0, len(encs), batch_size):
-        for e, sc in zip(encs[i:i + batch_size], scorer(encs[i:i + batch_size])):
-            preds[e.id] = pick(sc)
+    scores = score_in_batches(PackedScorer(model, 0), encs, batch_size)
+    preds = {e.id: pick(sc) for e, sc in zip(encs, scores)}
     by_cat = defaultdict(lambda: [0, 0])
     for it in items:
         by_cat[it.category][0] += preds[it.id] == it.label
