@@ -1,7 +1,10 @@
 """The card's rating math, as pure functions of plain numbers.
 
-    fit_elo(outcomes)            -> the rating R for [(item_elo, weight, correct), ...]
-    summarize(items, results)    -> Overall/category Elo and the accuracies, as a dict
+    fit_elo(outcomes)                     -> the rating R for [(item_elo, weight, correct), ...]
+    fit_elo_many(item_elo, weights, correct) -> many ratings at once (numpy; one per row of weights)
+    log_likelihood(R, outcomes)           -> the weighted log-likelihood plus the prior, at R
+    elo_standard_error(R, outcomes)       -> 1 / sqrt(observed information) at R
+    summarize(rows)                       -> Overall/category Elo and the accuracies, as a dict
 
 The card gives point_weight = category_weight * difficulty_weight and
 expected(R, e) = 1 / (1 + 10 ** ((e - R) / 400)), and says the rating is the weighted maximum-
@@ -12,12 +15,22 @@ solves the score equation of that weighted log-likelihood:
     sum_i w_i * (y_i - expected(R, e_i)) + 4 * (0.5 - expected(R, 1000)) = 0
 
 The left side falls strictly as R rises, so the root is unique; we find it by bisection.
+
+The standard error comes from the curvature of that same objective at the fit. With
+k = ln(10) / 400 and p_i = expected(R, e_i), the observed information is
+
+    I(R) = k**2 * (sum_i w_i * p_i * (1 - p_i) + 4 * p0 * (1 - p0)),   p0 = expected(R, 1000)
+
+and SE = 1 / sqrt(I). It treats the point weights as if they were game counts, so it is the
+model-based spread of the fit; the bootstrap in stats.py gives the resampling view.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Iterable, Sequence
+
+import numpy as np
 
 from .card import ELO_SCALE, PRIOR_RATING, PRIOR_WEIGHT
 
@@ -50,6 +63,70 @@ def fit_elo(outcomes: Iterable[tuple[float, float, float]], lo: float = -10000.0
         if hi - lo < 1e-9:
             break
     return (lo + hi) / 2.0
+
+
+def fit_elo_many(item_elo, weights, correct, lo: float = -10000.0, hi: float = 10000.0) -> np.ndarray:
+    """`fit_elo` for many weightings of the same items at once, by vectorised bisection.
+
+    `item_elo` and `correct` have shape (n,); `weights` has shape (B, n), one row per fit (a
+    bootstrap resample is its item counts times the point weights). Returns the B ratings; row b
+    equals fit_elo(zip(item_elo, weights[b], correct)) to within the bisection tolerance.
+    """
+    e = np.asarray(item_elo, dtype=float)
+    y = np.asarray(correct, dtype=float)
+    w = np.atleast_2d(np.asarray(weights, dtype=float))
+    # The equation needs only each row's weighted wins and its total weight per distinct item Elo.
+    levels, which = np.unique(e, return_inverse=True)
+    onehot = np.zeros((e.size, levels.size))
+    onehot[np.arange(e.size), which] = 1.0
+    wins = w @ y
+    per_level = w @ onehot
+    lo_b = np.full(w.shape[0], float(lo))
+    hi_b = np.full(w.shape[0], float(hi))
+    for _ in range(200):
+        mid = (lo_b + hi_b) / 2.0
+        p = 1.0 / (1.0 + 10.0 ** ((levels[None, :] - mid[:, None]) / ELO_SCALE))
+        p0 = 1.0 / (1.0 + 10.0 ** ((PRIOR_RATING - mid) / ELO_SCALE))
+        f = PRIOR_WEIGHT * (0.5 - p0) + wins - (per_level * p).sum(axis=1)
+        up = f > 0
+        lo_b = np.where(up, mid, lo_b)
+        hi_b = np.where(up, hi_b, mid)
+        if np.all(hi_b - lo_b < 1e-9):
+            break
+    return (lo_b + hi_b) / 2.0
+
+
+def _log_expected(rating: float, item_elo: float) -> tuple[float, float]:
+    """(log p, log(1 - p)) for p = expected(rating, item_elo), without underflow."""
+    x = (item_elo - rating) / ELO_SCALE * math.log(10.0)
+    log_p = -(max(x, 0.0) + math.log1p(math.exp(-abs(x))))  # -log(1 + e^x)
+    return log_p, log_p + x  # 1 - p = p * e^x
+
+
+def log_likelihood(rating: float, outcomes: Sequence[tuple[float, float, float]]) -> float:
+    """sum_i w_i * [y_i log p_i + (1 - y_i) log(1 - p_i)] plus the prior's four half-won games."""
+    lp, lq = _log_expected(rating, PRIOR_RATING)
+    total = PRIOR_WEIGHT * (0.5 * lp + 0.5 * lq)
+    for item_elo, weight, y in outcomes:
+        lp, lq = _log_expected(rating, item_elo)
+        total += weight * (y * lp + (1.0 - y) * lq)
+    return total
+
+
+def observed_information(rating: float, outcomes: Sequence[tuple[float, float, float]]) -> float:
+    """Minus the second derivative of `log_likelihood` at `rating` (it does not depend on y)."""
+    k = math.log(10.0) / ELO_SCALE
+    p0 = expected(rating, PRIOR_RATING)
+    total = PRIOR_WEIGHT * p0 * (1.0 - p0)
+    for item_elo, weight, _ in outcomes:
+        p = expected(rating, item_elo)
+        total += weight * p * (1.0 - p)
+    return k * k * total
+
+
+def elo_standard_error(rating: float, outcomes: Sequence[tuple[float, float, float]]) -> float:
+    """Standard error of the fitted rating from the curvature of the objective: 1 / sqrt(I(R))."""
+    return 1.0 / math.sqrt(observed_information(rating, outcomes))
 
 
 def raw_accuracy(correct: Sequence[bool]) -> float:

@@ -1,0 +1,103 @@
+"""Interval estimates for the report, as pure functions of plain data.
+
+    wilson_interval(k, n)                        -> (lo, hi) 95% Wilson score interval for k of n
+    resample_counts(strata, resamples, seed)     -> (B, n) item counts, resampled within each stratum
+    percentile_interval(samples)                 -> (lo, hi) central 95% of the samples
+    bootstrap_intervals(item_elo, weight, correct, strata, resamples=1000, seed=1234)
+        -> {"overall": {...}, "strata": {name: {...}}}, each {"elo_ci95": [lo, hi],
+           "weighted_accuracy_ci95": [lo, hi]}
+
+The bootstrap draws items with replacement within each stratum (category), the same number as
+the stratum holds, so every resample keeps the benchmark's composition. One set of draws serves
+every rating: the overall fit uses all of a resample's items, and a category's fit uses the part
+of the same resample that falls in that category (which is itself a resample of that category
+alone). All resamples are fitted at once with elo.fit_elo_many. The same seed gives the same
+draws, so a report is reproducible bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from .elo import fit_elo_many
+
+CONFIDENCE = 0.95
+Z95 = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.959963984540054
+DEFAULT_RESAMPLES = 1000
+DEFAULT_SEED = 1234
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a proportion with k successes in n trials.
+
+    (center -/+ half) / (1 + z^2/n), center = p + z^2/(2n), half = z * sqrt(p(1-p)/n + z^2/(4n^2)).
+    With no trials nothing is known, and the interval is the whole range (0, 1).
+    """
+    if n <= 0:
+        return (0.0, 1.0)
+    p = k / n
+    denom = 1.0 + z * z / n
+    center = p + z * z / (2 * n)
+    half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
+    return (max(0.0, (center - half) / denom), min(1.0, (center + half) / denom))
+
+
+def resample_counts(strata: Sequence[Hashable], resamples: int, seed: int) -> np.ndarray:
+    """How often each item is drawn in each of `resamples` stratified resamples, shape (B, n).
+
+    Within each stratum (taken in order of first appearance) the draw is n_s indices uniformly
+    with replacement, so every row's counts sum to n_s over that stratum's items.
+    """
+    rng = np.random.default_rng(seed)
+    strata = list(strata)
+    counts = np.zeros((resamples, len(strata)), dtype=np.int64)
+    for s in dict.fromkeys(strata):
+        members = np.array([i for i, t in enumerate(strata) if t == s])
+        m = members.size
+        draws = rng.integers(0, m, size=(resamples, m))
+        flat = draws + m * np.arange(resamples)[:, None]
+        counts[:, members] = np.bincount(flat.ravel(), minlength=resamples * m).reshape(resamples, m)
+    return counts
+
+
+def percentile_interval(samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The percentile interval: the (1-c)/2 and (1+c)/2 quantiles of the samples (linear rule)."""
+    lo, hi = np.quantile(np.asarray(samples, dtype=float), [(1 - confidence) / 2, (1 + confidence) / 2])
+    return (float(lo), float(hi))
+
+
+def _intervals(e, w, y, counts, confidence) -> dict:
+    weights = counts * w[None, :]
+    ratings = fit_elo_many(e, weights, y)
+    total = weights.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wacc = (weights @ y) / total
+    return {
+        "elo_ci95": list(percentile_interval(ratings, confidence)),
+        "weighted_accuracy_ci95": list(percentile_interval(wacc, confidence)) if e.size else [math.nan, math.nan],
+    }
+
+
+def bootstrap_intervals(item_elo: Sequence[float], weight: Sequence[float], correct: Sequence[bool],
+                        strata: Sequence[Hashable], *, resamples: int = DEFAULT_RESAMPLES,
+                        seed: int = DEFAULT_SEED, confidence: float = CONFIDENCE) -> dict:
+    """Percentile bootstrap intervals for the overall rating and for each stratum's own rating.
+
+    Arguments are per item: its Elo, point weight, whether it was answered right, and its stratum
+    (category). Returns {"overall": block, "strata": {stratum: block}}, where a block is
+    {"elo_ci95": [lo, hi], "weighted_accuracy_ci95": [lo, hi]}.
+    """
+    e = np.asarray(item_elo, dtype=float)
+    w = np.asarray(weight, dtype=float)
+    y = np.asarray(correct, dtype=float)
+    strata = list(strata)
+    counts = resample_counts(strata, resamples, seed)
+    out = {"overall": _intervals(e, w, y, counts, confidence), "strata": {}}
+    for s in dict.fromkeys(strata):
+        members = np.array([i for i, t in enumerate(strata) if t == s])
+        out["strata"][s] = _intervals(e[members], w[members], y[members], counts[:, members], confidence)
+    return out
