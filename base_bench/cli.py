@@ -241,7 +241,7 @@ def run(args) -> int:
     timing = {"model_load_s": round(load_s, 3), "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
               "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None}
     report = build_report(config=config, data=data_record, official=not reasons, reasons=reasons, items=items,
-                          results=done, timing=timing)
+                          results=done, timing=timing, n_items_in_data=len(ds.items))
     store.write_text("report.json", dumps(report))
     store.write_text("predictions.md", render_markdown(report))
     print("\n".join(summary_lines(report)))
@@ -260,6 +260,14 @@ def _version(pkg: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "compare":
+        from . import compare
+
+        return compare.main(argv[1:])
+    if argv and argv[0] == "leaderboard":
+        from . import leaderboard
+
+        return leaderboard.main(argv[1:])
     from .model import ModelError
 
     known = (CliError, DataError, HubError, ModelError, RunError, ScoringError)

@@ -1,0 +1,441 @@
+"""`base-bench compare RUN_A RUN_B`: is run B really better (or worse) than run A?
+
+    base-bench compare runs/model-a runs/model-b [--json cmp.json] [--markdown cmp.md]
+                       [--resamples 2000] [--seed 1234] [--force]
+
+RUN_A and RUN_B are run directories holding report.json, or paths to report.json files. The two
+runs must have scored the same items of the same data file (same SHA-256, same item ids); any other
+pair is refused with one line on stderr and exit code 2. In code:
+
+    rep_a, rep_b = load_report(path_a), load_report(path_b)
+    cmp = build_comparison(rep_a, rep_b, resamples=2000, seed=1234)   # plain JSON-able dict
+    print("\\n".join(summary_lines(cmp)));  text = render_markdown(cmp)
+
+`build_comparison` computes every number; `summary_lines` and `render_markdown` only format the
+dict, so the terminal, the --json file and the --markdown file always agree. The statistics (paired
+bootstrap of the Elo difference, exact McNemar test) are in `paired.py`.
+
+`load_report`, `ReportError`, `display_name` and the no-overwrite helpers are shared with
+`leaderboard.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from . import card
+from .paired import mcnemar_exact, paired_difference, stratified_counts
+
+EXIT_USAGE = 2
+CONFIDENCE = 0.95
+ALPHA = 0.05
+TERMINAL_FLIPS = 10  # flipped items listed per direction on the terminal; the files list them all
+ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
+
+
+class ReportError(Exception):
+    """A run cannot be read or used as asked; nothing was written."""
+
+
+# ---------------------------------------------------------------- reading runs
+
+
+def report_path(run: str | Path) -> Path:
+    """RUN may be a run directory or a report.json file."""
+    p = Path(run).expanduser()
+    return p / "report.json" if p.is_dir() else p
+
+
+def load_report(run: str | Path) -> dict:
+    """Read and sanity-check one report.json; raise ReportError with a one-line reason."""
+    path = report_path(run)
+    if not path.exists():
+        where = f"{run}: no report.json there" if Path(run).is_dir() else f"{run}: no such run directory or file"
+        raise ReportError(where + " (is the run finished?)")
+    try:
+        rep = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: cannot be read ({e.__class__.__name__}: {e})") from None
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: not valid JSON ({e})") from None
+    problem = _report_problem(rep)
+    if problem:
+        raise ReportError(f"{path}: not a usable base-bench report ({problem})")
+    rep["_path"] = str(path)
+    return rep
+
+
+def _report_problem(rep) -> str | None:
+    if not isinstance(rep, dict):
+        return "top level is not an object"
+    if not isinstance(rep.get("data"), dict) or not isinstance(rep["data"].get("sha256"), str):
+        return "no data.sha256"
+    items = rep.get("items")
+    if not isinstance(items, list) or not items:
+        return "no items"
+    for n, it in enumerate(items):
+        missing = [k for k in ITEM_KEYS if not isinstance(it, dict) or k not in it]
+        if missing:
+            return f"item {n} lacks {', '.join(missing)}"
+    ids = [it["id"] for it in items]
+    if len(set(ids)) != len(ids):
+        return "duplicate item ids"
+    return None
+
+
+def display_name(spec: str) -> str:
+    """A model spec as people read it: Hub ids stay, local paths become their last part."""
+    s = str(spec).rstrip("/")
+    if s.startswith(("/", "./", "../", "~")) or s.lower().endswith(".gguf") or "\\" in s or s.count("/") > 1:
+        return Path(s).name or s
+    return s
+
+
+def run_info(rep: dict) -> dict:
+    cfg = rep.get("config") or {}
+    model = cfg.get("model") or {}
+    spec = model.get("spec") or "unknown model"
+    return {
+        "report": rep.get("_path"),
+        "model": spec,
+        "name": display_name(spec),
+        "dtype": cfg.get("dtype"),
+        "add_bos": cfg.get("add_bos"),
+        "device": cfg.get("device"),
+        "scoring_version": cfg.get("scoring_version"),
+        "official": rep.get("official"),
+        "data_sha256": rep["data"]["sha256"],
+        "n_items": len(rep["items"]),
+    }
+
+
+# ---------------------------------------------------------------- pairing
+
+
+def pair_items(rep_a: dict, rep_b: dict) -> list[tuple[dict, dict]]:
+    """(item in A, same item in B) in A's order; ReportError when the runs are not on the same items."""
+    sha_a, sha_b = rep_a["data"]["sha256"], rep_b["data"]["sha256"]
+    if sha_a != sha_b:
+        raise ReportError(
+            f"the runs scored different data (SHA-256 {sha_a[:12]}… vs {sha_b[:12]}…); "
+            "a comparison needs both runs on the same data file")
+    a = {it["id"]: it for it in rep_a["items"]}
+    b = {it["id"]: it for it in rep_b["items"]}
+    if set(a) != set(b):
+        only_a, only_b = len(set(a) - set(b)), len(set(b) - set(a))
+        raise ReportError(
+            f"the runs scored different items (A has {len(a)}, B has {len(b)}; {only_a} only in A, {only_b} only "
+            "in B, e.g. one ran with --limit); a comparison needs both runs on the same items")
+    for i, it in a.items():
+        other = b[i]
+        if (it["category"], float(it["item_elo"]), float(it["point_weight"])) != (
+                other["category"], float(other["item_elo"]), float(other["point_weight"])):
+            raise ReportError(f"item {i} has a different category, item Elo or weight in the two reports")
+    return [(a[i], b[i]) for i in a]
+
+
+def setting_notes(info_a: dict, info_b: dict) -> list[str]:
+    """Settings that differ between the runs and so are part of what is being compared."""
+    notes = []
+    for key in ("dtype", "add_bos", "scoring_version"):
+        if info_a[key] != info_b[key]:
+            notes.append(f"{key} differs: A {info_a[key]}, B {info_b[key]}")
+    if info_a["official"] != info_b["official"]:
+        notes.append(f"official differs: A {info_a['official']}, B {info_b['official']}")
+    return notes
+
+
+def flipped_item(a: dict, b: dict) -> dict:
+    def selected(it):
+        return it.get("selected_text", f"choice {it.get('prediction', '?')}")
+
+    return {
+        "id": a["id"],
+        "category": a["category"],
+        "difficulty": a.get("difficulty"),
+        "item_elo": a["item_elo"],
+        "selected_a": selected(a),
+        "selected_b": selected(b),
+        "correct": a.get("label_text", b.get("label_text", f"choice {a.get('label', '?')}")),
+    }
+
+
+# ---------------------------------------------------------------- the comparison
+
+
+def _categories(pairs) -> list[str]:
+    present = list(dict.fromkeys(a["category"] for a, _ in pairs))
+    return [c for c in card.CATEGORIES if c in present] + [c for c in present if c not in card.CATEGORIES]
+
+
+def _accuracy(y: np.ndarray, w: np.ndarray) -> dict:
+    return {"n_correct": int(y.sum()), "raw_accuracy": float(y.mean()), "weighted_accuracy": float((w * y).sum() / w.sum())}
+
+
+def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int = 1234) -> dict:
+    """Every number of the comparison of B against A, as a JSON-able dict."""
+    pairs = pair_items(rep_a, rep_b)
+    info_a, info_b = run_info(rep_a), run_info(rep_b)
+    cats = [a["category"] for a, _ in pairs]
+    e = np.array([float(a["item_elo"]) for a, _ in pairs])
+    w = np.array([float(a["point_weight"]) for a, _ in pairs])
+    ya = np.array([1.0 if a["correct"] else 0.0 for a, _ in pairs])
+    yb = np.array([1.0 if b["correct"] else 0.0 for _, b in pairs])
+    counts = stratified_counts(cats, resamples, seed)
+
+    def block(mask):
+        d = paired_difference(e[mask], w[mask], ya[mask], yb[mask], counts[:, mask], CONFIDENCE)
+        acc_a, acc_b = _accuracy(ya[mask], w[mask]), _accuracy(yb[mask], w[mask])
+        b_only = int(((ya == 1) & (yb == 0))[mask].sum())
+        c_only = int(((ya == 0) & (yb == 1))[mask].sum())
+        d.update(
+            n=int(mask.sum()),
+            n_correct_a=acc_a["n_correct"], n_correct_b=acc_b["n_correct"],
+            raw_accuracy_a=acc_a["raw_accuracy"], raw_accuracy_b=acc_b["raw_accuracy"],
+            weighted_accuracy_a=acc_a["weighted_accuracy"], weighted_accuracy_b=acc_b["weighted_accuracy"],
+            a_right_b_wrong=b_only, a_wrong_b_right=c_only,
+        )
+        return d
+
+    overall = block(np.ones(len(pairs), dtype=bool))
+    categories = {c: block(np.array([x == c for x in cats])) for c in _categories(pairs)}
+    b_count, c_count = overall["a_right_b_wrong"], overall["a_wrong_b_right"]
+    mcnemar = {"a_right_b_wrong": b_count, "a_wrong_b_right": c_count, "discordant": b_count + c_count,
+               "p": mcnemar_exact(b_count, c_count), "test": "exact two-sided binomial on the discordant items"}
+    return {
+        "comparison": "base-bench compare",
+        "benchmark": rep_a.get("benchmark") or f"BananaMind Base Bench {card.VERSION}",
+        "a": info_a,
+        "b": info_b,
+        "data_sha256": info_a["data_sha256"],
+        "n_items": len(pairs),
+        "settings_notes": setting_notes(info_a, info_b),
+        "bootstrap": {"method": "paired: items resampled with replacement within each category, the same "
+                                "draws for both runs; both ratings refitted; percentile interval of B - A",
+                      "resamples": resamples, "seed": seed, "confidence": CONFIDENCE},
+        "overall": overall,
+        "mcnemar": mcnemar,
+        "categories": categories,
+        "flipped": {
+            "a_right_b_wrong": [flipped_item(a, b) for a, b in pairs if a["correct"] and not b["correct"]],
+            "a_wrong_b_right": [flipped_item(a, b) for a, b in pairs if not a["correct"] and b["correct"]],
+        },
+        "verdict": verdict(overall["diff"], overall["ci95"], mcnemar["p"], len(pairs)),
+    }
+
+
+def _num(x: float, digits: int = 0) -> str:
+    """A number with a real minus sign, as printed in sentences and tables."""
+    s = f"{x:.{digits}f}"
+    if s.startswith("-") and float(s) == 0:
+        s = s[1:]
+    return s.replace("-", "−")
+
+
+def _p(p: float) -> str:
+    return "< 0.001" if p < 0.001 else f"= {p:.2g}"
+
+
+def verdict(diff: float, ci: list[float], p: float, n: int) -> dict:
+    """Plain words for the Overall Elo difference B - A, its interval and the McNemar p."""
+    lo, hi = ci
+    excludes_zero = lo > 0 or hi < 0
+    significant = p < ALPHA
+    if round(diff) == 0:
+        head = f"A and B have the same Overall Elo to the nearest point (B − A = {_num(diff, 1)}, 95% CI {_num(lo)} to {_num(hi)})"
+    elif diff > 0:
+        head = f"B is higher by {_num(diff)} Elo (95% CI {_num(lo)} to {_num(hi)})"
+    else:
+        head = f"A is higher by {_num(-diff)} Elo (95% CI {_num(-hi)} to {_num(-lo)})"
+    if excludes_zero and significant:
+        level, why = "decisive", f"the interval excludes 0 and McNemar p {_p(p)}, so this difference is decisive"
+    elif not excludes_zero and not significant:
+        level, why = "not decisive", f"the interval includes 0 and McNemar p {_p(p)}, so this difference is not decisive"
+    elif excludes_zero:
+        level, why = "borderline", (f"the interval excludes 0 but McNemar p {_p(p)} (it counts right/wrong items "
+                                    "without weights), so this difference is borderline")
+    else:
+        level, why = "borderline", (f"McNemar p {_p(p)} but the weighted Elo interval includes 0, "
+                                    "so this difference is borderline")
+    return {"level": level, "decisive": level == "decisive", "text": f"{head}; {why} on {n} items."}
+
+
+# ---------------------------------------------------------------- rendering (formatting only)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _ci(ci: list[float]) -> str:
+    return f"[{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def _run_line(tag: str, info: dict) -> str:
+    extra = f", dtype {info['dtype']}, add_bos {info['add_bos']}, {'official' if info['official'] else 'not official'}"
+    return f"{tag}: {info['name']}{extra}  ({info['report']})"
+
+
+def summary_lines(cmp: dict) -> list[str]:
+    o, m = cmp["overall"], cmp["mcnemar"]
+    bs = cmp["bootstrap"]
+    lines = [
+        _run_line("A", cmp["a"]),
+        _run_line("B", cmp["b"]),
+        f"{cmp['n_items']} paired items, data SHA-256 {cmp['data_sha256'][:12]}…",
+        *[f"note: {n}" for n in cmp["settings_notes"]],
+        "",
+        f"Overall Elo  A {_num(o['elo_a'], 1)}  B {_num(o['elo_b'], 1)}  B − A {_num(o['diff'], 1)}  "
+        f"95% CI {_ci(o['ci95'])}  ({bs['resamples']} paired resamples, seed {bs['seed']})",
+        f"Accuracy     A {_pct(o['raw_accuracy_a'])}  B {_pct(o['raw_accuracy_b'])}  "
+        f"(weighted A {_pct(o['weighted_accuracy_a'])}, B {_pct(o['weighted_accuracy_b'])})",
+        f"McNemar      {m['a_right_b_wrong']} items only A got right, {m['a_wrong_b_right']} only B; "
+        f"exact p {_p(m['p'])}",
+        "",
+        f"  {'category':<20} {'Elo A':>7} {'Elo B':>7} {'B − A':>7}  {'95% CI':<14} {'acc A':>6} {'acc B':>6}",
+    ]
+    for cat, c in cmp["categories"].items():
+        lines.append(f"  {cat:<20} {_num(c['elo_a']):>7} {_num(c['elo_b']):>7} {_num(c['diff']):>7}  "
+                     f"{_ci(c['ci95']):<14} {_pct(c['raw_accuracy_a']):>6} {_pct(c['raw_accuracy_b']):>6}")
+    for key, title in (("a_right_b_wrong", "A right, B wrong"), ("a_wrong_b_right", "A wrong, B right")):
+        flips = cmp["flipped"][key]
+        lines += ["", f"{title}: {len(flips)} item(s)"]
+        for f in flips[:TERMINAL_FLIPS]:
+            lines.append(f"  {f['id']} ({f['difficulty']}): A {f['selected_a']!r}, B {f['selected_b']!r}, "
+                         f"correct {f['correct']!r}")
+        if len(flips) > TERMINAL_FLIPS:
+            lines.append(f"  … and {len(flips) - TERMINAL_FLIPS} more (all are in --json / --markdown)")
+    lines += ["", "Verdict: " + cmp["verdict"]["text"]]
+    return lines
+
+
+def _md_cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", "⏎").strip() or "(blank)"
+
+
+def render_markdown(cmp: dict) -> str:
+    """Markdown rendering of a comparison dict; reads nothing but `cmp`."""
+    o, m, bs = cmp["overall"], cmp["mcnemar"], cmp["bootstrap"]
+    out = [f"# {cmp['benchmark']}: B vs A", "", f"**Verdict:** {cmp['verdict']['text']}", "",
+           "| run | model | dtype | add_bos | official | report |", "|---|---|---|---|---|---|"]
+    for tag in ("a", "b"):
+        i = cmp[tag]
+        out.append(f"| {tag.upper()} | `{_md_cell(i['model'])}` | {i['dtype']} | {i['add_bos']} | "
+                   f"{'yes' if i['official'] else 'no'} | `{_md_cell(i['report'])}` |")
+    out += ["", f"{cmp['n_items']} paired items; data SHA-256 `{cmp['data_sha256']}`."]
+    out += [f"Note: {n}." for n in cmp["settings_notes"]]
+    out += [
+        "",
+        "## Overall",
+        "",
+        "| | A | B | B − A | 95% CI of B − A |",
+        "|---|---:|---:|---:|---|",
+        f"| Elo | {_num(o['elo_a'], 1)} | {_num(o['elo_b'], 1)} | {_num(o['diff'], 1)} | {_ci(o['ci95'])} |",
+        f"| raw accuracy | {_pct(o['raw_accuracy_a'])} | {_pct(o['raw_accuracy_b'])} | | |",
+        f"| weighted accuracy | {_pct(o['weighted_accuracy_a'])} | {_pct(o['weighted_accuracy_b'])} | | |",
+        "",
+        f"Paired bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {bs['method']}.",
+        "",
+        f"McNemar ({m['test']}): {m['a_right_b_wrong']} items only A got right, {m['a_wrong_b_right']} only B "
+        f"got right; p {_p(m['p'])}.",
+        "",
+        "## Categories",
+        "",
+        "| category | items | Elo A | Elo B | B − A | 95% CI | accuracy A | accuracy B | only A right | only B right |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for cat, c in cmp["categories"].items():
+        out.append(f"| {cat} | {c['n']} | {_num(c['elo_a'], 1)} | {_num(c['elo_b'], 1)} | {_num(c['diff'], 1)} | "
+                   f"{_ci(c['ci95'])} | {_pct(c['raw_accuracy_a'])} | {_pct(c['raw_accuracy_b'])} | "
+                   f"{c['a_right_b_wrong']} | {c['a_wrong_b_right']} |")
+    for key, title in (("a_right_b_wrong", "A right, B wrong"), ("a_wrong_b_right", "A wrong, B right")):
+        flips = cmp["flipped"][key]
+        out += ["", f"## {title} ({len(flips)})", ""]
+        if not flips:
+            out.append("None.")
+            continue
+        out += ["| id | category | difficulty | A selected | B selected | correct |", "|---|---|---|---|---|---|"]
+        for f in flips:
+            out.append(f"| {f['id']} | {f['category']} | {f['difficulty']} | {_md_cell(f['selected_a'])} | "
+                       f"{_md_cell(f['selected_b'])} | {_md_cell(f['correct'])} |")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- writing files safely
+
+
+def refuse_existing(paths, force: bool) -> None:
+    """ReportError if any output already exists (unless --force) or is a directory."""
+    for p in paths:
+        if p.is_dir():
+            raise ReportError(f"{p} is a directory; give a file name")
+        if p.exists() and not force:
+            raise ReportError(f"{p} already exists; add --force to overwrite it, or pick another name")
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {v}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="base-bench compare",
+        description="Compare two runs on the same items: Overall and category Elo differences (B − A) with a "
+                    "paired bootstrap interval, an exact McNemar test, the items that flipped, and a verdict.")
+    p.add_argument("run_a", metavar="RUN_A", help="run directory (holding report.json) or a report.json file")
+    p.add_argument("run_b", metavar="RUN_B", help="the run to compare against RUN_A (differences are B − A)")
+    p.add_argument("--json", metavar="FILE", help="write the full comparison as JSON")
+    p.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (rendered from the JSON)")
+    p.add_argument("--resamples", type=positive_int, default=2000, metavar="N",
+                   help="paired bootstrap resamples (default 2000)")
+    p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234); recorded in the output")
+    p.add_argument("--force", action="store_true", help="overwrite existing --json / --markdown files")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    outputs = [Path(x).expanduser() for x in (args.json, args.markdown) if x]
+    try:
+        if len(outputs) == 2 and outputs[0].resolve() == outputs[1].resolve():
+            raise ReportError("--json and --markdown name the same file")
+        refuse_existing(outputs, args.force)
+        rep_a, rep_b = load_report(args.run_a), load_report(args.run_b)
+        cmp = build_comparison(rep_a, rep_b, resamples=args.resamples, seed=args.seed)
+        print("\n".join(summary_lines(cmp)))
+        if args.json:
+            write_atomic(Path(args.json).expanduser(), json.dumps(cmp, indent=2, ensure_ascii=False) + "\n")
+            print(f"wrote {args.json}")
+        if args.markdown:
+            write_atomic(Path(args.markdown).expanduser(), render_markdown(cmp))
+            print(f"wrote {args.markdown}")
+    except ReportError as exc:
+        print(f"base-bench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""`base-bench leaderboard RUN_DIR...`: rank finished runs by Overall Elo, with plots.
+
+    base-bench leaderboard runs/a runs/b runs/c [--out leaderboard] [--strict] [--force]
+
+Writes, into --out (default ./leaderboard):
+
+    leaderboard.md                 tables + links to the PNGs below
+    leaderboard.html               the same, self-contained (PNGs inlined as base64 data URIs)
+    category_elo-<sha12>.png       Overall and category Elo with 95% bars, one colour per run
+    calibration-<sha12>.png        observed accuracy by item Elo against the fitted Elo curve
+
+Runs scored on different data files (different data SHA-256) are never ranked together. By default
+each data file gets its own, labelled table and plots; with --strict such a mix is refused. Nothing
+is recomputed: every number is read from report.json, and values that older reports lack (such as
+the Elo interval) show as "n/a". In code:
+
+    board = build_leaderboard([load_report(p) for p in paths])   # JSON-able dict of groups and rows
+    text = render_markdown(board, image_names)
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import sys
+from pathlib import Path
+
+from . import card, plots
+from .compare import EXIT_USAGE, ReportError, display_name, load_report, refuse_existing, write_atomic
+
+GROUPING_NOTE = ("Runs on different data files (different data SHA-256) are never ranked together: each data "
+                 "file has its own table. Use --strict to refuse such a mix instead.")
+
+
+# ---------------------------------------------------------------- building the board
+
+
+def _cfg(rep: dict, key: str):
+    return (rep.get("config") or {}).get(key)
+
+
+def _spec(rep: dict) -> str:
+    return ((rep.get("config") or {}).get("model") or {}).get("spec") or "unknown model"
+
+
+def run_labels(reports: list[dict]) -> list[str]:
+    """Display names; dtype / add_bos are added only where runs in the list differ in them, and the
+    run directory where two labels would still be the same."""
+    labels = [display_name(_spec(r)) for r in reports]
+    if len({str(_cfg(r, "dtype")) for r in reports}) > 1:
+        labels = [f"{lab} ({_cfg(r, 'dtype') or 'dtype n/a'})" for lab, r in zip(labels, reports)]
+    if len({bool(_cfg(r, "add_bos")) for r in reports}) > 1:
+        labels = [f"{lab} {'+BOS' if _cfg(r, 'add_bos') else 'no BOS'}" for lab, r in zip(labels, reports)]
+    if len(set(labels)) < len(labels):
+        labels = [f"{lab} [{Path(r['_path']).parent.name}]" for lab, r in zip(labels, reports)]
+    return labels
+
+
+def _row(rep: dict, label: str, categories: list[str]) -> dict:
+    res = rep.get("results") or {}
+    o = res.get("overall") or {}
+    cats = res.get("categories") or {}
+    return {
+        "label": label,
+        "model": _spec(rep),
+        "dtype": _cfg(rep, "dtype"),
+        "add_bos": _cfg(rep, "add_bos"),
+        "elo": o.get("elo"),
+        "elo_ci95": o.get("elo_ci95"),
+        "categories": {c: (cats.get(c) or {}).get("elo") for c in categories},
+        "raw_accuracy": o.get("raw_accuracy"),
+        "weighted_accuracy": o.get("weighted_accuracy"),
+        "n_items": len(rep["items"]),
+        "official": bool(rep.get("official")),
+        "data_sha256": rep["data"]["sha256"],
+        "report": rep["_path"],
+    }
+
+
+def _check_ranked(rep: dict) -> None:
+    elo = ((rep.get("results") or {}).get("overall") or {}).get("elo")
+    if not isinstance(elo, (int, float)):
+        raise ReportError(f"{rep['_path']}: no results.overall.elo; not a finished base-bench report")
+
+
+def group_by_data(reports: list[dict]) -> dict[str, list[dict]]:
+    """Reports by data SHA-256; the card's official data first, then larger groups first."""
+    groups: dict[str, list[dict]] = {}
+    for r in reports:
+        groups.setdefault(r["data"]["sha256"], []).append(r)
+    order = sorted(groups, key=lambda s: (s != card.OFFICIAL_SHA256, -len(groups[s])))
+    return {s: groups[s] for s in order}
+
+
+def build_leaderboard(reports: list[dict]) -> dict:
+    """Groups (one per data SHA-256), each with its runs sorted by Overall Elo, highest first."""
+    for r in reports:
+        _check_ranked(r)
+    out = []
+    for sha, reps in group_by_data(reports).items():
+        reps = sorted(reps, key=lambda r: -r["results"]["overall"]["elo"])
+        cats = plots.category_rows(reps)
+        rows = [_row(r, lab, cats) for r, lab in zip(reps, run_labels(reps))]
+        for rank, row in enumerate(rows, 1):
+            row["rank"] = rank
+        data = reps[0]["data"]
+        out.append({
+            "data_sha256": sha,
+            "data_description": data.get("description") or ("official data" if sha == card.OFFICIAL_SHA256 else "data"),
+            "official_data": sha == card.OFFICIAL_SHA256,
+            "categories": cats,
+            "rows": rows,
+        })
+    return {"benchmark": f"BananaMind Base Bench {card.VERSION}", "n_runs": len(reports), "grouped": len(out) > 1,
+            "groups": out}
+
+
+def grouping_sentence(board: dict) -> str:
+    n = len(board["groups"])
+    if n == 1:
+        return f"All {board['n_runs']} run(s) scored the same data file. {GROUPING_NOTE}"
+    return f"These {board['n_runs']} runs scored {n} different data files, so there are {n} separate rankings. {GROUPING_NOTE}"
+
+
+# ---------------------------------------------------------------- rendering (formatting only)
+
+
+def _elo(x) -> str:
+    return "n/a" if x is None else f"{x:.0f}"
+
+
+def _ci(ci) -> str:
+    return "n/a" if not ci or None in ci else f"{ci[0]:.0f}–{ci[1]:.0f}"
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def group_title(i: int, g: dict) -> str:
+    kind = "official data" if g["official_data"] else g["data_description"]
+    return f"Data file {i + 1}: SHA-256 {g['data_sha256'][:12]}… — {kind}"
+
+
+def table_cells(g: dict) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of one group's table, as plain text cells."""
+    head = ["#", "model", "Overall Elo", "95% CI"] + [c.replace("_", " ") for c in g["categories"]] + [
+        "raw acc", "weighted acc", "items", "official", "data"]
+    rows = []
+    for r in g["rows"]:
+        rows.append([str(r["rank"]), r["label"], _elo(r["elo"]), _ci(r["elo_ci95"])]
+                    + [_elo(r["categories"][c]) for c in g["categories"]]
+                    + [_pct(r["raw_accuracy"]), _pct(r["weighted_accuracy"]), str(r["n_items"]),
+                       "yes" if r["official"] else "no", r["data_sha256"][:12]])
+    return head, rows
+
+
+def image_names(board: dict) -> list[dict]:
+    """PNG file names per group."""
+    return [{"category": f"category_elo-{g['data_sha256'][:12]}.png",
+             "calibration": f"calibration-{g['data_sha256'][:12]}.png"} for g in board["groups"]]
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(board: dict, images: list[dict]) -> str:
+    out = [f"# {board['benchmark']} leaderboard", "", grouping_sentence(board)]
+    for i, (g, img) in enumerate(zip(board["groups"], images)):
+        head, rows = table_cells(g)
+        out += ["", f"## {group_title(i, g)}", "", f"Full data SHA-256: `{g['data_sha256']}`.", "",
+                "| " + " | ".join(head) + " |", "|" + "---:|" * 1 + "---|" + "---:|" * (len(head) - 2)]
+        out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+        out += ["", "Reports: " + "; ".join(f"{r['rank']}. `{_md(r['report'])}`" for r in g["rows"]), "",
+                f"![Overall and category Elo]({img['category']})", "",
+                f"![Calibration by item Elo]({img['calibration']})"]
+    out += ["", "Elo intervals are read from the reports (n/a where a report has none). The calibration plot "
+            "bins items by item Elo and draws each bin's observed accuracy (Wilson 95% bars) against "
+            "1/(1+10^((e−R)/400)) at the run's Overall Elo R: points far from the curve mean one rating "
+            "does not describe the model well."]
+    return "\n".join(out) + "\n"
+
+
+CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
+td:nth-child(2),th:nth-child(2){text-align:left}
+th{background:#f3f3f3}
+img{max-width:100%;display:block;margin:1em 0}
+.note{color:#555}
+code{font-size:12px}"""
+
+
+def render_html(board: dict, pngs: list[dict]) -> str:
+    """Self-contained HTML: `pngs` holds {"category": bytes, "calibration": bytes} per group."""
+    e = html.escape
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{e(board['benchmark'])} leaderboard</title><style>{CSS}</style></head><body>",
+           f"<h1>{e(board['benchmark'])} leaderboard</h1>", f"<p class=\"note\">{e(grouping_sentence(board))}</p>"]
+    for i, (g, png) in enumerate(zip(board["groups"], pngs)):
+        head, rows = table_cells(g)
+        out += [f"<h2>{e(group_title(i, g))}</h2>", f"<p class=\"note\">Full data SHA-256: <code>{e(g['data_sha256'])}</code></p>",
+                "<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+        for row, r in zip(rows, g["rows"]):
+            cells = [f"<td>{e(c)}</td>" for c in row]
+            cells[1] = f"<td title=\"{e(r['model'])} — {e(r['report'])}\">{e(row[1])}</td>"
+            out.append("<tr>" + "".join(cells) + "</tr>")
+        out.append("</tbody></table>")
+        for key, alt in (("category", "Overall and category Elo"), ("calibration", "Calibration by item Elo")):
+            data = base64.b64encode(png[key]).decode("ascii")
+            out.append(f'<img alt="{alt}" src="data:image/png;base64,{data}">')
+    out += ["<p class=\"note\">Elo intervals are read from the reports (n/a where a report has none). The calibration "
+            "plot bins items by item Elo and draws each bin's observed accuracy (Wilson 95% bars) against "
+            "1/(1+10<sup>(e−R)/400</sup>) at the run's Overall Elo R: points far from the curve mean one rating "
+            "does not describe the model well.</p>", "</body></html>"]
+    return "\n".join(out) + "\n"
+
+
+def summary_lines(board: dict) -> list[str]:
+    lines = [grouping_sentence(board)]
+    for i, g in enumerate(board["groups"]):
+        lines += ["", group_title(i, g)]
+        for r in g["rows"]:
+            lines.append(f"  {r['rank']:>2}. {r['label']:<44} Elo {_elo(r['elo']):>5}  95% CI {_ci(r['elo_ci95']):<10} "
+                         f"raw {_pct(r['raw_accuracy'])}  {'official' if r['official'] else 'not official'}")
+    return lines
+
+
+# ---------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="base-bench leaderboard",
+        description="Rank finished runs by Overall Elo and write leaderboard.md, a self-contained leaderboard.html "
+                    "and PNG plots (category Elo with intervals; calibration by item Elo). " + GROUPING_NOTE)
+    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories holding report.json (or report.json files)")
+    p.add_argument("--out", default="leaderboard", metavar="DIR", help="output directory (default ./leaderboard)")
+    p.add_argument("--strict", action="store_true", help="refuse runs on different data files instead of grouping them")
+    p.add_argument("--force", action="store_true", help="overwrite existing leaderboard files in --out")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Path(args.out).expanduser()
+    try:
+        if out.exists() and not out.is_dir():
+            raise ReportError(f"--out {out} is a file, not a directory")
+        seen, reports = set(), []
+        for run in args.runs:
+            rep = load_report(run)
+            key = str(Path(rep["_path"]).resolve())
+            if key not in seen:
+                seen.add(key)
+                reports.append(rep)
+        board = build_leaderboard(reports)
+        if args.strict and board["grouped"]:
+            shas = ", ".join(f"{g['data_sha256'][:12]}… ({len(g['rows'])} run(s))" for g in board["groups"])
+            raise ReportError(f"--strict: the runs scored different data files ({shas}); drop --strict to rank "
+                              "each data file separately")
+        names = image_names(board)
+        targets = [out / "leaderboard.md", out / "leaderboard.html"] + [out / n for img in names for n in img.values()]
+        refuse_existing(targets, args.force)
+        pngs = []
+        for g, img in zip(board["groups"], names):
+            reps = [next(r for r in reports if r["_path"] == row["report"]) for row in g["rows"]]
+            labels = [row["label"] for row in g["rows"]]
+            pngs.append({"category": plots.category_elo_png(reps, labels),
+                         "calibration": plots.calibration_png(reps, labels)})
+        for png, img in zip(pngs, names):
+            for key in ("category", "calibration"):
+                write_atomic(out / img[key], png[key])
+        write_atomic(out / "leaderboard.md", render_markdown(board, names))
+        write_atomic(out / "leaderboard.html", render_html(board, pngs))
+    except ReportError as exc:
+        print(f"base-bench: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print("\n".join(summary_lines(board)))
+    print(f"wrote {out}/leaderboard.md, {out}/leaderboard.html and {2 * len(names)} PNG plot(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

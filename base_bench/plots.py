@@ -1,0 +1,259 @@
+"""Leaderboard plots as PNG bytes (matplotlib, Agg canvas; no pyplot, no window, no global state).
+
+    png = category_elo_png(reports, labels)                  # Overall + category Elo, one colour per run
+    png = calibration_png(reports, labels, path="cal.png")   # observed accuracy by item Elo vs the Elo curve
+
+Each function takes a list of report dicts (as loaded from report.json) and optional display
+labels, returns the PNG bytes, and also writes them to `path` when one is given. Figures have a
+fixed size in pixels (`category_size`, `calibration_size`), so callers and tests know what to expect.
+
+The calibration plot asks whether one number describes the model: items are binned by item Elo
+(`calibration_bins`), each bin's observed accuracy is drawn with a Wilson 95% interval, and the
+curve is the card's expected(R, e) = 1 / (1 + 10^((e - R) / 400)) at the run's fitted Overall R.
+Points well off the curve mean the model is stronger on some difficulty levels than one rating says.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Sequence
+
+from matplotlib.figure import Figure
+
+from . import card
+
+DPI = 100
+CHANCE = 1.0 / card.N_CHOICES
+Z95 = 1.959963984540054
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for k successes in n trials; (0, 1) when n is 0."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def expected(rating: float, item_elo: float) -> float:
+    return 1.0 / (1.0 + 10.0 ** ((item_elo - rating) / card.ELO_SCALE))
+
+
+def _greedy_bins(levels: list[tuple[float, int]], target: int) -> list[list[tuple[float, int]]]:
+    """Runs of consecutive item-Elo levels holding at least `target` items each (the last is merged back)."""
+    bins, cur = [], []
+    for lv in levels:
+        cur.append(lv)
+        if sum(c for _, c in cur) >= target:
+            bins.append(cur)
+            cur = []
+    if cur:
+        if bins:
+            bins[-1] += cur
+        else:
+            bins.append(cur)
+    return bins
+
+
+def calibration_bins(item_elo: Sequence[float], correct: Sequence[bool], rating: float | None = None,
+                     max_bins: int = 7, min_items: int = 25) -> list[dict]:
+    """Bin items by item Elo into at most `max_bins` runs of adjacent levels, each with at least
+    `min_items` items where the data allow (as many bins as that permits).
+
+    Each bin: lo, hi (item Elo range), x (mean item Elo), n, k (correct), accuracy, wilson95 and,
+    when `rating` is given, expected (mean expected score of its items at that rating).
+    """
+    pairs = sorted(zip((float(e) for e in item_elo), (bool(c) for c in correct)))
+    if not pairs:
+        return []
+    levels = {}
+    for e, _ in pairs:
+        levels[e] = levels.get(e, 0) + 1
+    level_list = sorted(levels.items())
+    n = len(pairs)
+    chosen = _greedy_bins(level_list, n)  # fallback: one bin
+    for target in range(min(min_items, n), n + 1):
+        bins = _greedy_bins(level_list, target)
+        if len(bins) <= max_bins:
+            chosen = bins
+            break
+    out = []
+    for group in chosen:
+        lo, hi = group[0][0], group[-1][0]
+        members = [(e, c) for e, c in pairs if lo <= e <= hi]
+        k = sum(1 for _, c in members if c)
+        b = {"lo": lo, "hi": hi, "x": sum(e for e, _ in members) / len(members), "n": len(members), "k": k,
+             "accuracy": k / len(members), "wilson95": list(wilson_interval(k, len(members)))}
+        if rating is not None:
+            b["expected"] = sum(expected(rating, e) for e, _ in members) / len(members)
+        out.append(b)
+    return out
+
+
+def elo_error(block: dict) -> tuple[float, float] | None:
+    """(minus, plus) error-bar lengths for a results block: elo_ci95, else 1.96 * elo_se, else None."""
+    elo = block.get("elo")
+    ci = block.get("elo_ci95")
+    if elo is not None and isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci:
+        return max(0.0, elo - ci[0]), max(0.0, ci[1] - elo)
+    se = block.get("elo_se")
+    if elo is not None and isinstance(se, (int, float)) and math.isfinite(se):
+        return Z95 * se, Z95 * se
+    return None
+
+
+def _colour(i: int) -> str:
+    return f"C{i % 10}"
+
+
+def _short(label: str, limit: int = 48) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def _labels(reports: Sequence[dict], labels: Sequence[str] | None) -> list[str]:
+    if labels is not None:
+        return list(labels)
+    return [str(((r.get("config") or {}).get("model") or {}).get("spec", f"run {i + 1}")) for i, r in enumerate(reports)]
+
+
+def _png(fig: Figure, path: str | Path | None) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    data = buf.getvalue()
+    if path is not None:
+        Path(path).write_bytes(data)
+    return data
+
+
+# ---------------------------------------------------------------- category Elo
+
+
+def category_rows(reports: Sequence[dict]) -> list[str]:
+    """Categories found in the reports, in the card's order (unknown ones last)."""
+    present = []
+    for r in reports:
+        for c in (r.get("results") or {}).get("categories", {}):
+            if c not in present:
+                present.append(c)
+    return [c for c in card.CATEGORIES if c in present] + [c for c in present if c not in card.CATEGORIES]
+
+
+def category_size(n_runs: int, n_categories: int) -> tuple[int, int]:
+    """(width, height) in pixels of the category Elo plot."""
+    rows = n_categories + 1
+    legend_lines = math.ceil(n_runs / 2)
+    height_in = 1.4 + rows * (0.32 + 0.1 * n_runs) + 0.28 * legend_lines
+    return 9 * DPI, int(round(height_in * DPI))
+
+
+def category_elo_png(reports: Sequence[dict], labels: Sequence[str] | None = None,
+                     path: str | Path | None = None) -> bytes:
+    """Overall and per-category Elo for each run as dots with 95% error bars (horizontal layout)."""
+    labels = _labels(reports, labels)
+    cats = category_rows(reports)
+    rows = ["Overall"] + [c.replace("_", " ") for c in cats]
+    w, h = category_size(len(reports), len(cats))
+    fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
+    ax = fig.add_subplot()
+    n = len(reports)
+    spread = min(0.7, 0.18 * n)
+    offsets = [0.0] if n == 1 else [spread * (j / (n - 1) - 0.5) for j in range(n)]
+    for j, (rep, label) in enumerate(zip(reports, labels)):
+        res = rep.get("results") or {}
+        blocks = [res.get("overall") or {}] + [(res.get("categories") or {}).get(c, {}) for c in cats]
+        ys, xs, err, any_bars = [], [], [[], []], False
+        for i, b in enumerate(blocks):
+            if b.get("elo") is None:
+                continue
+            e = elo_error(b)
+            any_bars = any_bars or e is not None
+            ys.append(i + offsets[j])
+            xs.append(b["elo"])
+            err[0].append(e[0] if e else 0.0)
+            err[1].append(e[1] if e else 0.0)
+        name = _short(label) + ("" if any_bars else "  (no interval in report)")
+        ax.errorbar(xs, ys, xerr=err if any_bars else None, fmt="o", color=_colour(j), ecolor=_colour(j),
+                    elinewidth=1.4, capsize=3, markersize=6, label=name)
+    ax.set_yticks(range(len(rows)), rows)
+    ax.get_yticklabels()[0].set_fontweight("bold")
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # Overall at the top
+    for i in range(len(rows) - 1):
+        ax.axhline(i + 0.5, color="0.88", linewidth=0.8, zorder=0)
+    ax.grid(axis="x", color="0.92")
+    ax.set_axisbelow(True)
+    ax.set_xlabel("Elo (dots: fitted rating; bars: 95% interval where the report has one)")
+    ax.set_title("Overall and category Elo")
+    fig.legend(loc="outside lower center", ncols=2 if n > 1 else 1, fontsize=9, frameon=False)
+    return _png(fig, path)
+
+
+# ---------------------------------------------------------------- calibration
+
+
+def calibration_size(n_runs: int) -> tuple[int, int]:
+    """(width, height) in pixels of the calibration plot (one panel per run, up to 3 across)."""
+    cols = max(1, min(3, n_runs))
+    rows = max(1, math.ceil(n_runs / cols))
+    return int(round(max(7.5, 4.4 * cols) * DPI)), int(round((3.7 * rows + 0.7) * DPI))
+
+
+def calibration_png(reports: Sequence[dict], labels: Sequence[str] | None = None,
+                    path: str | Path | None = None) -> bytes:
+    """Per run: observed accuracy per item-Elo bin (Wilson 95% bars) against expected(R, e) at the
+    run's Overall Elo R, with the 25% chance line."""
+    labels = _labels(reports, labels)
+    n = max(1, len(reports))
+    cols = max(1, min(3, n))
+    rows = math.ceil(n / cols)
+    w, h = calibration_size(n)
+    fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False, sharex=True, sharey=True)
+    all_elo = [float(it["item_elo"]) for r in reports for it in r.get("items", [])] or [700.0, 1250.0]
+    x_lo, x_hi = min(all_elo) - 60, max(all_elo) + 60
+    grid = [x_lo + (x_hi - x_lo) * t / 200 for t in range(201)]
+    handles = None
+    for j, (rep, label) in enumerate(zip(reports, labels)):
+        ax = axes[j // cols][j % cols]
+        rating = ((rep.get("results") or {}).get("overall") or {}).get("elo")
+        items = rep.get("items", [])
+        bins = calibration_bins([it["item_elo"] for it in items], [it["correct"] for it in items], rating)
+        colour = _colour(j)
+        chance = ax.axhline(CHANCE, color="0.55", linestyle=":", linewidth=1, label="chance (4 choices)")
+        curve = None
+        if rating is not None:
+            (curve,) = ax.plot(grid, [expected(rating, x) for x in grid], color="0.25", linewidth=1.6,
+                               label="expected at the run's Overall Elo")
+        xs = [b["x"] for b in bins]
+        ys = [b["accuracy"] for b in bins]
+        err = [[b["accuracy"] - b["wilson95"][0] for b in bins], [b["wilson95"][1] - b["accuracy"] for b in bins]]
+        obs = ax.errorbar(xs, ys, yerr=err, fmt="o", color=colour, capsize=3, markersize=6,
+                          label="observed accuracy per item-Elo bin (Wilson 95%)")
+        for b in bins:
+            ax.annotate(f"n={b['n']}", (b["x"], b["wilson95"][0]), textcoords="offset points", xytext=(0, -11),
+                        ha="center", fontsize=7, color="0.35")
+        r_text = f"R = {rating:.0f}" if rating is not None else "no Overall Elo"
+        ax.set_title(f"{_short(label, 56)}\n{r_text}", fontsize=10)
+        ax.set_ylim(-0.08, 1.02)
+        ax.set_xlim(x_lo, x_hi)
+        ax.grid(color="0.92")
+        ax.set_axisbelow(True)
+        if handles is None or curve is not None:  # the legend explains the panels; take one with a curve
+            handles = [h for h in (obs, curve, chance) if h is not None]
+    for j in range(len(reports), rows * cols):
+        axes[j // cols][j % cols].set_visible(False)
+    for ax in axes[-1]:
+        ax.set_xlabel("item Elo")
+    for row in axes:
+        row[0].set_ylabel("accuracy")
+    fig.suptitle("Calibration: observed accuracy by item Elo vs one Overall Elo", fontsize=11)
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    return _png(fig, path)
