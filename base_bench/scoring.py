@@ -101,18 +101,6 @@ def _device(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def _sum_logprobs(logits: torch.Tensor, rows, cols, targets, segments, n_segments) -> list[float]:
-    """Sum log p(target) over each segment; logits[rows, cols] predicts targets. float32 always."""
-    dev = logits.device
-    rows = torch.tensor(rows, device=dev)
-    cols = torch.tensor(cols, device=dev)
-    targets = torch.tensor(targets, device=dev)
-    picked = logits[rows, cols].float().log_softmax(-1).gather(1, targets[:, None]).squeeze(1)
-    sums = torch.zeros(n_segments, dtype=torch.float64, device=dev)
-    sums.index_add_(0, torch.tensor(segments, device=dev), picked.double())
-    return sums.tolist()
-
-
 @torch.inference_mode()
 def score_reference(model, enc: Encoded) -> list[ChoiceScore]:
     """The card, literally: one forward pass per choice over context + continuation, no padding."""
@@ -128,15 +116,55 @@ def score_reference(model, enc: Encoded) -> list[ChoiceScore]:
     return out
 
 
-def _accepts_logits_to_keep(model) -> bool:
+def _accepts(model, arg: str) -> bool:
     try:
-        return "logits_to_keep" in inspect.signature(model.forward).parameters
+        return arg in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return False
 
 
+class _Targets:
+    """Which logits a batch needs, and which token each needed position must predict.
+
+    `add(row, col, token, segment)` says that the logits at (row, col) score `token` into `segment`
+    (one segment per choice). Several targets may share a position: in a packed row the last
+    context position predicts the first token of all four continuations, and its logits are
+    computed once.
+    """
+
+    def __init__(self, rows: int, cols: int):
+        self.keep = torch.zeros((rows, cols), dtype=torch.bool)
+        self.at: list[tuple[int, int]] = []  # (row, col) per target
+        self.tokens: list[int] = []
+        self.segments: list[int] = []
+
+    def add(self, row: int, col: int, token: int, segment: int) -> None:
+        self.keep[row, col] = True
+        self.at.append((row, col))
+        self.tokens.append(token)
+        self.segments.append(segment)
+
+    def sums(self, logits_at_keep: torch.Tensor, n_segments: int) -> list[float]:
+        """Summed log-probs per segment from `logits_at_keep` [n_kept, vocab] (row-major order of `keep`)."""
+        dev = logits_at_keep.device
+        flat = torch.cumsum(self.keep.flatten().long(), 0).view(self.keep.shape) - 1
+        at = torch.tensor(self.at)
+        rows = flat[at[:, 0], at[:, 1]].to(dev)
+        logp = logits_at_keep.float().log_softmax(-1)  # float32 whatever the model's dtype
+        picked = logp[rows, torch.tensor(self.tokens, device=dev)]
+        sums = torch.zeros(n_segments, dtype=torch.float64, device=dev)
+        sums.index_add_(0, torch.tensor(self.segments, device=dev), picked.double())
+        return sums.tolist()
+
+
 class _BatchScorer:
-    """Shared plumbing: run a forward pass keeping logits from column `first` on."""
+    """Shared plumbing: a forward pass that returns logits only where `keep` is True.
+
+    With transformers' `logits_to_keep` given a boolean [batch, seq] mask, the LM head runs on the
+    kept positions only. A model that does not take such a mask gets an integer `logits_to_keep`
+    (the LM head then runs from the first kept column on) or, failing that, a full forward; the
+    kept positions are picked out afterwards. The mode found on the first batch is kept.
+    """
 
     name = "?"
 
@@ -145,18 +173,34 @@ class _BatchScorer:
         self.pad_id = pad_id
         self.device = _device(model)
         self.dtype = next(model.parameters()).dtype
-        self.keep = _accepts_logits_to_keep(model)
+        self.keep_mode = "mask" if _accepts(model, "logits_to_keep") else "full"
 
-    def _forward(self, ids, attention_mask, position_ids, first: int) -> torch.Tensor:
-        kwargs = dict(input_ids=ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
-        if self.keep:
-            logits = self.model(**kwargs, logits_to_keep=ids.shape[1] - first).logits
-        else:
-            logits = self.model(**kwargs).logits[:, first:]
-        return logits
+    def _logits_at(self, keep: torch.Tensor, **kwargs) -> torch.Tensor:
+        n = int(keep.sum())
+        if self.keep_mode == "mask":
+            try:
+                logits = self.model(**kwargs, logits_to_keep=keep.to(self.device)).logits
+                if logits.ndim == 2 and logits.shape[0] == n:
+                    return logits
+            except (TypeError, ValueError, IndexError, RuntimeError):
+                pass
+            self.keep_mode = "slice"
+        if self.keep_mode == "slice":
+            first = int(keep.any(0).nonzero()[0])
+            logits = self.model(**kwargs, logits_to_keep=keep.shape[1] - first).logits
+            return logits[keep[:, first:].to(logits.device)]
+        return self.model(**kwargs).logits[keep.to(self.device)]
 
     def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
         raise NotImplementedError
+
+
+def _split(batch: Sequence[Encoded], sums: list[float]) -> list[list[ChoiceScore]]:
+    out, i = [], 0
+    for e in batch:
+        out.append([ChoiceScore(sums[i + k], len(c)) for k, c in enumerate(e.continuations)])
+        i += len(e.continuations)
+    return out
 
 
 class PlainScorer(_BatchScorer):
@@ -172,7 +216,7 @@ class PlainScorer(_BatchScorer):
         ids = torch.full((len(rows), T), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), T), dtype=torch.long)
         pos = torch.zeros((len(rows), T), dtype=torch.long)
-        r_idx, c_idx, tgt, seg = [], [], [], []
+        tg = _Targets(len(rows), T)
         for r, (e, cont) in enumerate(rows):
             seq = list(e.context) + list(cont)
             s = P - len(e.context)
@@ -180,17 +224,10 @@ class PlainScorer(_BatchScorer):
             mask[r, s:s + len(seq)] = 1
             pos[r, s:s + len(seq)] = torch.arange(len(seq))
             for j, tok in enumerate(cont):
-                r_idx.append(r)
-                c_idx.append(j)  # token j is predicted at column P - 1 + j, i.e. j within the kept logits
-                tgt.append(tok)
-                seg.append(r)
-        logits = self._forward(ids.to(self.device), mask.to(self.device), pos.to(self.device), P - 1)
-        sums = _sum_logprobs(logits, r_idx, c_idx, tgt, seg, len(rows))
-        out, r = [], 0
-        for e in batch:
-            out.append([ChoiceScore(sums[r + k], len(c)) for k, c in enumerate(e.continuations)])
-            r += len(e.continuations)
-        return out
+                tg.add(r, P - 1 + j, tok, r)  # token j is predicted at column P - 1 + j
+        logits = self._logits_at(tg.keep, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                 position_ids=pos.to(self.device), use_cache=False)
+        return _split(batch, tg.sums(logits, len(rows)))
 
 
 class PackedScorer(_BatchScorer):
@@ -207,7 +244,7 @@ class PackedScorer(_BatchScorer):
         pos = torch.zeros((B, T), dtype=torch.long)
         allowed = torch.zeros((B, T, T), dtype=torch.bool)
         used = torch.zeros((B, T), dtype=torch.bool)
-        r_idx, c_idx, tgt, seg = [], [], [], []
+        tg = _Targets(B, T)
         n_seg = 0
         for b, e in enumerate(batch):
             L = len(e.context)
@@ -225,10 +262,7 @@ class PackedScorer(_BatchScorer):
                 allowed[b, off:off + n, off:off + n] = torch.ones(n, n, dtype=torch.bool).tril()
                 used[b, off:off + n] = True
                 for j, tok in enumerate(cont):
-                    r_idx.append(b)
-                    c_idx.append((P - 1 if j == 0 else off + j - 1) - (P - 1))
-                    tgt.append(tok)
-                    seg.append(n_seg)
+                    tg.add(b, P - 1 if j == 0 else off + j - 1, tok, n_seg)
                 n_seg += 1
                 off += n
         # Padding positions attend to themselves, so no attention row is empty (an empty row
@@ -237,13 +271,63 @@ class PackedScorer(_BatchScorer):
         allowed |= eye & ~used[:, :, None]
         mask = torch.zeros((B, 1, T, T), dtype=self.dtype)
         mask.masked_fill_(~allowed[:, None], torch.finfo(self.dtype).min)
-        logits = self._forward(ids.to(self.device), mask.to(self.device), pos.to(self.device), P - 1)
-        sums = _sum_logprobs(logits, r_idx, c_idx, tgt, seg, n_seg)
-        out, i = [], 0
-        for e in batch:
-            out.append([ChoiceScore(sums[i + k], len(c)) for k, c in enumerate(e.continuations)])
-            i += len(e.continuations)
-        return out
+        logits = self._logits_at(tg.keep, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                 position_ids=pos.to(self.device), use_cache=False)
+        return _split(batch, tg.sums(logits, n_seg))
+
+
+class CachedScorer(_BatchScorer):
+    """Two passes: the contexts (left-padded) fill a KV cache, which is copied once per choice and
+    extended by the continuations (right-padded). Each context is computed once, as in packing;
+    the second pass attends to the cache instead of one long packed row.
+    """
+
+    name = "kv-cache"
+
+    @torch.inference_mode()
+    def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
+        B = len(batch)
+        K = len(batch[0].continuations)
+        if any(len(e.continuations) != K for e in batch):
+            raise ScoringError("the kv-cache scorer needs the same number of choices in every item of a batch")
+        P = max(len(e.context) for e in batch)
+        ids = torch.full((B, P), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, P), dtype=torch.long)
+        pos = torch.zeros((B, P), dtype=torch.long)
+        for b, e in enumerate(batch):
+            L = len(e.context)
+            ids[b, P - L:] = torch.tensor(e.context)
+            mask[b, P - L:] = 1
+            pos[b, P - L:] = torch.arange(L)
+        dev = self.device
+        first = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
+                           use_cache=True, logits_to_keep=1) if self.keep_mode != "full" else \
+            self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev), use_cache=True)
+        logp0 = first.logits[:, -1].float().log_softmax(-1)  # predicts every continuation's first token
+        conts = [c for e in batch for c in e.continuations]
+        sums = [logp0[i // K, c[0]].item() for i, c in enumerate(conts)]
+        C = max(len(c) for c in conts)
+        if C > 1:
+            cache = first.past_key_values
+            cache.batch_repeat_interleave(K)
+            ids2 = torch.full((B * K, C), self.pad_id, dtype=torch.long)
+            mask2 = torch.zeros((B * K, C), dtype=torch.long)
+            pos2 = torch.zeros((B * K, C), dtype=torch.long)
+            tg = _Targets(B * K, C)
+            for r, c in enumerate(conts):
+                L = len(batch[r // K].context)
+                ids2[r, :len(c)] = torch.tensor(c)
+                mask2[r, :len(c)] = 1
+                pos2[r] = torch.arange(L, L + C)
+                for j in range(1, len(c)):
+                    tg.add(r, j - 1, c[j], r)
+            full_mask = torch.cat([mask.repeat_interleave(K, 0), mask2], 1)
+            if tg.tokens:
+                cache_kw = {"cache" if _accepts(self.model, "cache") else "past_key_values": cache}
+                logits = self._logits_at(tg.keep, input_ids=ids2.to(dev), attention_mask=full_mask.to(dev),
+                                         position_ids=pos2.to(dev), use_cache=True, **cache_kw)
+                sums = [a + b for a, b in zip(sums, tg.sums(logits, B * K))]
+        return _split(batch, sums)
 
 
 def length_order(encs: Sequence[Encoded]) -> list[int]:

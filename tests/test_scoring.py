@@ -5,7 +5,7 @@ import torch
 
 from base_bench.records import ChoiceScore, Item, pick
 from base_bench.scoring import (
-    Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, max_abs_diff, score_in_batches,
+    CachedScorer, Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, max_abs_diff, score_in_batches,
     score_reference,
 )
 from tiny import tiny_model, tiny_tokenizer
@@ -51,10 +51,12 @@ def reference(model, encoded):
     return [score_reference(model, e) for e in encoded]
 
 
-@pytest.mark.parametrize("scorer_cls", [PlainScorer, PackedScorer])
+@pytest.mark.parametrize("scorer_cls", [PlainScorer, PackedScorer, CachedScorer])
 @pytest.mark.parametrize("bs", [1, 3, 8, 32])
 def test_batched_equals_unbatched_loop(model, encoded, reference, scorer_cls, bs):
-    got = score_in_batches(scorer_cls(model, pad_id=0), encoded, bs)
+    scorer = scorer_cls(model, pad_id=0)
+    got = score_in_batches(scorer, encoded, bs)
+    assert scorer.keep_mode == "mask"  # the LM head ran at the scored positions only
     assert max_abs_diff(got, reference) < 1e-4
     assert [pick(g) for g in got] == [pick(r) for r in reference]
     assert [[c.n_tokens for c in g] for g in got] == [[c.n_tokens for c in r] for r in reference]
