@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from . import __version__, card
+from .batching import CPU_AUTO, GPU_UPPER, is_oom, largest_fitting
 from .dataset import BUNDLED_NAME, DataError, load_dataset_file
 from .hub import HubError, fetch_official_data
 from .records import ItemResult, pick
@@ -51,8 +52,13 @@ def _batch_size(text):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="base-bench",
-        description=f"Score a base causal LM on {card.HUB_DATASET.split('/')[1].replace('-', ' ')}: each item's four "
-        "continuations are ranked by mean token log-probability, and the outcomes are fitted to one Overall Elo.",
+        description=f"Score a base causal LM on {card.HUB_DATASET.split('/')[1].replace('-', ' ')}: each item's four\n"
+        "continuations are ranked by mean token log-probability, and the outcomes are\n"
+        "fitted to one Overall Elo.",
+        epilog="other commands (each has its own --help):\n"
+               "  base-bench compare RUN_A RUN_B      is B really better than A (same items)?\n"
+               "  base-bench leaderboard RUN_DIR...   rank finished runs, with tables and plots",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, metavar="MODEL",
                    help="what to evaluate: a Hugging Face model id (org/name), a local directory holding a "
@@ -65,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive_int("--threads"), metavar="N",
                    help="CPU threads for torch (default: torch's own choice)")
     p.add_argument("--batch-size", type=_batch_size, default=8, metavar="N",
-                   help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' picks the "
-                        "largest that fits on a GPU. Scores do not depend on it")
+                   help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' searches for the "
+                        "largest that fits on a GPU and uses 8 on a CPU. Scores do not depend on it")
     p.add_argument("--out-dir", metavar="DIR",
                    help="where the run's files go (default: runs/<model name>-base-bench-1.1). An existing run "
                         "there is never overwritten; continue it with --resume")
@@ -183,15 +189,24 @@ def run(args) -> int:
         store.start(signature, {"model": args.model, "out_dir": str(out_dir)})
 
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
-    bs = args.batch_size if args.batch_size != "auto" else (64 if device.type == "cuda" else 8)
     order = [encoded[i] for i in length_order(encoded)]
-    ok, diff = check_packing(model, order[:bs], pad_id)
+    # The packing check runs on a real batch with very different lengths: the two longest and
+    # the two shortest items, so padding and long contexts are both exercised.
+    probe = order[:2] + [e for e in order[-2:] if e not in order[:2]]
+    try:
+        ok, diff = check_packing(model, probe, pad_id)
+    except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
+        if not is_oom(exc):
+            raise
+        raise CliError(f"out of accelerator memory while checking packing on {len(probe)} items; "
+                       "try a smaller --dtype or another --device") from None
     scorer = (PackedScorer if ok else PlainScorer)(model, pad_id)
     packing = {"ok": ok, "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
-               "checked_items": [e.id for e in order[:bs]]}
+               "checked_items": [e.id for e in probe]}
     if not ok:
         print("note: this model does not reproduce the plain path with a packed 4D mask; "
               "using the plain path (one row per choice)", file=sys.stderr)
+    bs = args.batch_size if args.batch_size != "auto" else _auto_batch_size(scorer, order, device, torch)
 
     todo = [e for e in order if e.id not in done]
     t1 = time.perf_counter()
@@ -202,12 +217,14 @@ def run(args) -> int:
             batch = todo[i:i + bs]
             try:
                 scores = scorer(batch)
-            except torch.cuda.OutOfMemoryError:
+            except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
+                if not is_oom(exc):
+                    raise
                 if bs == 1:
-                    raise CliError("out of GPU memory even at batch size 1") from None
-                torch.cuda.empty_cache()
+                    raise CliError("out of accelerator memory even at batch size 1") from None
+                _empty_cache(torch, device)
                 bs = max(1, bs // 2)
-                bar.write(f"out of GPU memory; batch size lowered to {bs}")
+                bar.write(f"out of accelerator memory; batch size lowered to {bs}", file=sys.stderr)
                 continue
             for e, sc in zip(batch, scores):
                 if any(not math.isfinite(c.logprob) for c in sc):
@@ -226,6 +243,7 @@ def run(args) -> int:
         "device": str(device),
         "dtype": dtype_name(dtype),
         "batch_size": args.batch_size,
+        "batch_size_used": bs,
         "add_bos": bool(args.add_bos),
         "threads": torch.get_num_threads(),
         "limit": args.limit,
@@ -247,6 +265,35 @@ def run(args) -> int:
     print("\n".join(summary_lines(report)))
     print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
     return 0
+
+
+def _empty_cache(torch, device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
+
+def _auto_batch_size(scorer, order, device, torch) -> int:
+    """`--batch-size auto`: see base_bench.batching. Probes use the longest items, so later batches fit."""
+    if device.type not in ("cuda", "mps"):
+        return CPU_AUTO
+
+    def fits(n: int) -> bool:
+        try:
+            scorer(order[:n])
+            return True
+        except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
+            if not is_oom(exc):
+                raise
+            _empty_cache(torch, device)
+            return False
+
+    bs = largest_fitting(fits, min(len(order), GPU_UPPER))
+    if bs == 0:
+        raise CliError("out of accelerator memory even at batch size 1")
+    print(f"--batch-size auto: {bs} items per pass fit on {device}", file=sys.stderr)
+    return bs
 
 
 def _version(pkg: str) -> str | None:

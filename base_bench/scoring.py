@@ -28,9 +28,13 @@ Three scorers keep that contract:
   once. `check_packing` compares it with `PlainScorer` on a real batch at start-up; models that
   ignore custom masks or position ids fail that check and the runner falls back to `PlainScorer`.
 
-Both batched scorers align the end of every row's context to one column, so the logits needed
-(from the last context position onwards) form a single slice; with `logits_to_keep` the LM head
-runs on that slice only.
+* `CachedScorer`: the contexts fill a KV cache, which is repeated once per choice and extended by
+  the continuations in a second pass. Also one pass per context; `bench/speed.py` measures it
+  against packing, and the runner uses packing.
+
+Rows start at column 0 and are padded on the right, so a length-sorted batch wastes little. The
+LM head and log_softmax run only at the positions that predict a continuation token: transformers'
+`logits_to_keep` takes a boolean [batch, seq] mask of those positions.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Sequence
 
 import torch
 
+from .batching import is_oom
 from .records import ChoiceScore, Item
 
 
@@ -204,42 +209,39 @@ def _split(batch: Sequence[Encoded], sums: list[float]) -> list[list[ChoiceScore
 
 
 class PlainScorer(_BatchScorer):
-    """One padded row per (item, choice): `pad | context | continuation | pad`."""
+    """One row per (item, choice): `context | continuation | pad`."""
 
     name = "plain"
 
     @torch.inference_mode()
     def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
         rows = [(e, c) for e in batch for c in e.continuations]
-        P = max(len(e.context) for e in batch)
-        T = P + max(len(c) for _, c in rows)
+        T = max(len(e.context) + len(c) for e, c in rows)
         ids = torch.full((len(rows), T), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), T), dtype=torch.long)
-        pos = torch.zeros((len(rows), T), dtype=torch.long)
         tg = _Targets(len(rows), T)
         for r, (e, cont) in enumerate(rows):
             seq = list(e.context) + list(cont)
-            s = P - len(e.context)
-            ids[r, s:s + len(seq)] = torch.tensor(seq)
-            mask[r, s:s + len(seq)] = 1
-            pos[r, s:s + len(seq)] = torch.arange(len(seq))
+            ids[r, :len(seq)] = torch.tensor(seq)
+            mask[r, :len(seq)] = 1
+            L = len(e.context)
             for j, tok in enumerate(cont):
-                tg.add(r, P - 1 + j, tok, r)  # token j is predicted at column P - 1 + j
+                tg.add(r, L - 1 + j, tok, r)  # token j is predicted at position L - 1 + j
+        pos = torch.arange(T).expand(len(rows), T)
         logits = self._logits_at(tg.keep, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
                                  position_ids=pos.to(self.device), use_cache=False)
         return _split(batch, tg.sums(logits, len(rows)))
 
 
 class PackedScorer(_BatchScorer):
-    """One row per item: `pad | context | cont0 | cont1 | cont2 | cont3 | pad`, 4D mask."""
+    """One row per item: `context | cont0 | cont1 | cont2 | cont3 | pad`, with a 4D mask."""
 
     name = "packed"
 
     @torch.inference_mode()
     def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
         B = len(batch)
-        P = max(len(e.context) for e in batch)
-        T = P + max(sum(len(c) for c in e.continuations) for e in batch)
+        T = max(e.packed_length for e in batch)
         ids = torch.full((B, T), self.pad_id, dtype=torch.long)
         pos = torch.zeros((B, T), dtype=torch.long)
         allowed = torch.zeros((B, T, T), dtype=torch.bool)
@@ -248,23 +250,21 @@ class PackedScorer(_BatchScorer):
         n_seg = 0
         for b, e in enumerate(batch):
             L = len(e.context)
-            s = P - L
-            ids[b, s:P] = torch.tensor(e.context)
-            pos[b, s:P] = torch.arange(L)
-            allowed[b, s:P, s:P] = torch.ones(L, L, dtype=torch.bool).tril()
-            used[b, s:P] = True
-            off = P
+            ids[b, :L] = torch.tensor(e.context)
+            pos[b, :L] = torch.arange(L)
+            allowed[b, :L, :L] = torch.ones(L, L, dtype=torch.bool).tril()
+            off = L
             for cont in e.continuations:
                 n = len(cont)
                 ids[b, off:off + n] = torch.tensor(cont)
                 pos[b, off:off + n] = torch.arange(L, L + n)
-                allowed[b, off:off + n, s:P] = True
+                allowed[b, off:off + n, :L] = True
                 allowed[b, off:off + n, off:off + n] = torch.ones(n, n, dtype=torch.bool).tril()
-                used[b, off:off + n] = True
                 for j, tok in enumerate(cont):
-                    tg.add(b, P - 1 if j == 0 else off + j - 1, tok, n_seg)
+                    tg.add(b, L - 1 if j == 0 else off + j - 1, tok, n_seg)
                 n_seg += 1
                 off += n
+            used[b, :off] = True
         # Padding positions attend to themselves, so no attention row is empty (an empty row
         # gives NaN, and NaN times a zero weight would still leak into real rows).
         eye = torch.eye(T, dtype=torch.bool).expand(B, T, T)
@@ -355,7 +355,9 @@ def check_packing(model, batch: Sequence[Encoded], pad_id: int = 0) -> tuple[boo
     tol = 1e-3 if dtype == torch.float32 else 0.25
     try:
         packed = PackedScorer(model, pad_id)(batch)
-    except Exception:  # a model that rejects 4D masks or position ids
+    except Exception as exc:  # a model that rejects 4D masks or position ids
+        if is_oom(exc):
+            raise
         return False, float("inf")
     plain = PlainScorer(model, pad_id)(batch)
     diff = max_abs_diff(packed, plain)

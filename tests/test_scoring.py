@@ -173,3 +173,35 @@ def test_packed_handles_single_token_context():
     e = Encoded("one", (5,), ((7, 8), (9,), (10, 11, 12), (13,)))
     m = tiny_model("llama", TOK)
     assert max_abs_diff(PackedScorer(m)([e]), [score_reference(m, e)]) < 1e-4
+
+
+class _IntKeepOnly(torch.nn.Module):
+    """A model whose `logits_to_keep` takes only an int (older transformers): forces the 'slice' mode."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False, logits_to_keep=0):
+        if not isinstance(logits_to_keep, int):
+            raise TypeError("logits_to_keep must be an int")
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=False, logits_to_keep=logits_to_keep)
+
+
+class _NoKeep(_IntKeepOnly):
+    """A model without `logits_to_keep` at all: forces the 'full' mode."""
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False):
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=False)
+
+
+@pytest.mark.parametrize("wrapper, mode", [(_IntKeepOnly, "slice"), (_NoKeep, "full")])
+@pytest.mark.parametrize("scorer_cls", [PlainScorer, PackedScorer])
+def test_models_without_boolean_logits_to_keep_fall_back(model, encoded, reference, wrapper, mode, scorer_cls):
+    scorer = scorer_cls(wrapper(model))
+    got = score_in_batches(scorer, encoded, 8)
+    assert scorer.keep_mode == mode
+    assert max_abs_diff(got, reference) < 1e-4

@@ -1,0 +1,56 @@
+"""How many items go through the model at once: `--batch-size auto` and the back-off on out-of-memory.
+
+    bs = largest_fitting(lambda n: fits(n), upper)     # search, given a probe that says whether n fits
+    if is_oom(exc): ...                                # is this exception an accelerator running out of memory?
+
+On a GPU (cuda or mps), `auto` probes real batches of the longest items, so every later batch
+fits too: it doubles the size until a probe runs out of memory (or reaches the number of items),
+then bisects between the last size that fitted and the first that did not. During the run the
+runner still halves the size if a batch runs out of memory.
+
+On a CPU, memory is not the limit: a 2-core machine measured in bench/RESULTS.md scores fastest at
+8 items per pass, because larger batches add padding and memory traffic without using the cores
+any better. So `auto` on a CPU is CPU_AUTO.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+CPU_AUTO = 8
+GPU_UPPER = 512  # the search never tries more items per pass than this
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True for CUDA's OutOfMemoryError and the RuntimeErrors that mps and older torch raise instead."""
+    import torch
+
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
+    """The largest n in 1..upper for which `fits(n)` is True; 0 when not even 1 fits.
+
+    `fits` must be monotone (if n fits, every smaller size fits). It is called O(log upper) times:
+    doubling from 1, then bisection between the last success and the first failure.
+    """
+    if upper < 1 or not fits(1):
+        return 0
+    good, n = 1, 2
+    while n <= upper and fits(n):
+        good, n = n, n * 2
+    if n > upper:
+        if good == upper or fits(upper):
+            return upper
+        bad = upper
+    else:
+        bad = n
+    while bad - good > 1:  # invariant: good fits, bad does not
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
