@@ -13,7 +13,8 @@ pair is refused with one line on stderr and exit code 2. In code:
 
 `build_comparison` computes every number; `summary_lines` and `render_markdown` only format the
 dict, so the terminal, the --json file and the --markdown file always agree. The statistics (paired
-bootstrap of the Elo difference, exact McNemar test) are in `paired.py`.
+bootstrap of the Elo difference, exact McNemar test) are in `paired.py`; its within-category draws
+and refits are the report's own (`stats.resample_counts`, `elo.fit_elo_many`).
 
 `load_report`, `ReportError`, `display_name` and the no-overwrite helpers are shared with
 `leaderboard.py`.
@@ -30,10 +31,11 @@ from pathlib import Path
 import numpy as np
 
 from . import card
-from .paired import mcnemar_exact, paired_difference, stratified_counts
+from .paired import mcnemar_exact, paired_difference
+from .report import md_cell, pct
+from .stats import CONFIDENCE, resample_counts
 
 EXIT_USAGE = 2
-CONFIDENCE = 0.95
 ALPHA = 0.05
 TERMINAL_FLIPS = 10  # flipped items listed per direction on the terminal; the files list them all
 ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
@@ -187,7 +189,7 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
     w = np.array([float(a["point_weight"]) for a, _ in pairs])
     ya = np.array([1.0 if a["correct"] else 0.0 for a, _ in pairs])
     yb = np.array([1.0 if b["correct"] else 0.0 for _, b in pairs])
-    counts = stratified_counts(cats, resamples, seed)
+    counts = resample_counts(cats, resamples, seed)
 
     def block(mask):
         d = paired_difference(e[mask], w[mask], ya[mask], yb[mask], counts[:, mask], CONFIDENCE)
@@ -269,10 +271,6 @@ def verdict(diff: float, ci: list[float], p: float, n: int) -> dict:
 # ---------------------------------------------------------------- rendering (formatting only)
 
 
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 def _ci(ci: list[float]) -> str:
     return f"[{_num(ci[0])}, {_num(ci[1])}]"
 
@@ -293,8 +291,8 @@ def summary_lines(cmp: dict) -> list[str]:
         "",
         f"Overall Elo  A {_num(o['elo_a'], 1)}  B {_num(o['elo_b'], 1)}  B − A {_num(o['diff'], 1)}  "
         f"95% CI {_ci(o['ci95'])}  ({bs['resamples']} paired resamples, seed {bs['seed']})",
-        f"Accuracy     A {_pct(o['raw_accuracy_a'])}  B {_pct(o['raw_accuracy_b'])}  "
-        f"(weighted A {_pct(o['weighted_accuracy_a'])}, B {_pct(o['weighted_accuracy_b'])})",
+        f"Accuracy     A {pct(o['raw_accuracy_a'])}  B {pct(o['raw_accuracy_b'])}  "
+        f"(weighted A {pct(o['weighted_accuracy_a'])}, B {pct(o['weighted_accuracy_b'])})",
         f"McNemar      {m['a_right_b_wrong']} items only A got right, {m['a_wrong_b_right']} only B; "
         f"exact p {_p(m['p'])}",
         "",
@@ -302,7 +300,7 @@ def summary_lines(cmp: dict) -> list[str]:
     ]
     for cat, c in cmp["categories"].items():
         lines.append(f"  {cat:<20} {_num(c['elo_a']):>7} {_num(c['elo_b']):>7} {_num(c['diff']):>7}  "
-                     f"{_ci(c['ci95']):<14} {_pct(c['raw_accuracy_a']):>6} {_pct(c['raw_accuracy_b']):>6}")
+                     f"{_ci(c['ci95']):<14} {pct(c['raw_accuracy_a']):>6} {pct(c['raw_accuracy_b']):>6}")
     for key, title in (("a_right_b_wrong", "A right, B wrong"), ("a_wrong_b_right", "A wrong, B right")):
         flips = cmp["flipped"][key]
         lines += ["", f"{title}: {len(flips)} item(s)"]
@@ -315,10 +313,6 @@ def summary_lines(cmp: dict) -> list[str]:
     return lines
 
 
-def _md_cell(text) -> str:
-    return str(text).replace("|", "\\|").replace("\n", "⏎").strip() or "(blank)"
-
-
 def render_markdown(cmp: dict) -> str:
     """Markdown rendering of a comparison dict; reads nothing but `cmp`."""
     o, m, bs = cmp["overall"], cmp["mcnemar"], cmp["bootstrap"]
@@ -326,8 +320,8 @@ def render_markdown(cmp: dict) -> str:
            "| run | model | dtype | add_bos | official | report |", "|---|---|---|---|---|---|"]
     for tag in ("a", "b"):
         i = cmp[tag]
-        out.append(f"| {tag.upper()} | `{_md_cell(i['model'])}` | {i['dtype']} | {i['add_bos']} | "
-                   f"{'yes' if i['official'] else 'no'} | `{_md_cell(i['report'])}` |")
+        out.append(f"| {tag.upper()} | `{md_cell(i['model'])}` | {i['dtype']} | {i['add_bos']} | "
+                   f"{'yes' if i['official'] else 'no'} | `{md_cell(i['report'])}` |")
     out += ["", f"{cmp['n_items']} paired items; data SHA-256 `{cmp['data_sha256']}`."]
     out += [f"Note: {n}." for n in cmp["settings_notes"]]
     out += [
@@ -337,8 +331,8 @@ def render_markdown(cmp: dict) -> str:
         "| | A | B | B − A | 95% CI of B − A |",
         "|---|---:|---:|---:|---|",
         f"| Elo | {_num(o['elo_a'], 1)} | {_num(o['elo_b'], 1)} | {_num(o['diff'], 1)} | {_ci(o['ci95'])} |",
-        f"| raw accuracy | {_pct(o['raw_accuracy_a'])} | {_pct(o['raw_accuracy_b'])} | | |",
-        f"| weighted accuracy | {_pct(o['weighted_accuracy_a'])} | {_pct(o['weighted_accuracy_b'])} | | |",
+        f"| raw accuracy | {pct(o['raw_accuracy_a'])} | {pct(o['raw_accuracy_b'])} | | |",
+        f"| weighted accuracy | {pct(o['weighted_accuracy_a'])} | {pct(o['weighted_accuracy_b'])} | | |",
         "",
         f"Paired bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {bs['method']}.",
         "",
@@ -352,7 +346,7 @@ def render_markdown(cmp: dict) -> str:
     ]
     for cat, c in cmp["categories"].items():
         out.append(f"| {cat} | {c['n']} | {_num(c['elo_a'], 1)} | {_num(c['elo_b'], 1)} | {_num(c['diff'], 1)} | "
-                   f"{_ci(c['ci95'])} | {_pct(c['raw_accuracy_a'])} | {_pct(c['raw_accuracy_b'])} | "
+                   f"{_ci(c['ci95'])} | {pct(c['raw_accuracy_a'])} | {pct(c['raw_accuracy_b'])} | "
                    f"{c['a_right_b_wrong']} | {c['a_wrong_b_right']} |")
     for key, title in (("a_right_b_wrong", "A right, B wrong"), ("a_wrong_b_right", "A wrong, B right")):
         flips = cmp["flipped"][key]
@@ -362,8 +356,8 @@ def render_markdown(cmp: dict) -> str:
             continue
         out += ["| id | category | difficulty | A selected | B selected | correct |", "|---|---|---|---|---|---|"]
         for f in flips:
-            out.append(f"| {f['id']} | {f['category']} | {f['difficulty']} | {_md_cell(f['selected_a'])} | "
-                       f"{_md_cell(f['selected_b'])} | {_md_cell(f['correct'])} |")
+            out.append(f"| {f['id']} | {f['category']} | {f['difficulty']} | {md_cell(f['selected_a'])} | "
+                       f"{md_cell(f['selected_b'])} | {md_cell(f['correct'])} |")
     return "\n".join(out) + "\n"
 
 

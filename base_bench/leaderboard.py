@@ -28,6 +28,7 @@ from pathlib import Path
 
 from . import card, plots
 from .compare import EXIT_USAGE, ReportError, display_name, load_report, refuse_existing, write_atomic
+from .report import pct
 
 GROUPING_NOTE = ("Runs on different data files (different data SHA-256) are never ranked together: each data "
                  "file has its own table. Use --strict to refuse such a mix instead.")
@@ -135,7 +136,7 @@ def _ci(ci) -> str:
 
 
 def _pct(x) -> str:
-    return "n/a" if x is None else f"{100 * x:.1f}%"
+    return "n/a" if x is None else pct(x)
 
 
 def group_title(i: int, g: dict) -> str:

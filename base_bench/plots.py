@@ -9,7 +9,8 @@ fixed size in pixels (`category_size`, `calibration_size`), so callers and tests
 
 The calibration plot asks whether one number describes the model: items are binned by item Elo
 (`calibration_bins`), each bin's observed accuracy is drawn with a Wilson 95% interval, and the
-curve is the card's expected(R, e) = 1 / (1 + 10^((e - R) / 400)) at the run's fitted Overall R.
+curve is the card's expected(R, e) = 1 / (1 + 10^((e - R) / 400)) at the run's fitted Overall R
+(`elo.expected`; the intervals are `stats.wilson_interval`).
 Points well off the curve mean the model is stronger on some difficulty levels than one rating says.
 """
 
@@ -23,28 +24,14 @@ from typing import Sequence
 from matplotlib.figure import Figure
 
 from . import card
+from .elo import expected
+from .stats import Z95, wilson_interval
 
 DPI = 100
 CHANCE = 1.0 / card.N_CHOICES
-Z95 = 1.959963984540054
 
 
 # ---------------------------------------------------------------- pure helpers
-
-
-def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials; (0, 1) when n is 0."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def expected(rating: float, item_elo: float) -> float:
-    return 1.0 / (1.0 + 10.0 ** ((item_elo - rating) / card.ELO_SCALE))
 
 
 def _greedy_bins(levels: list[tuple[float, int]], target: int) -> list[list[tuple[float, int]]]:

@@ -90,7 +90,8 @@ def dumps(report: dict) -> str:
     return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
 
 
-def _pct(x: float) -> str:
+def pct(x: float) -> str:
+    """A proportion as a percentage with one decimal, as every table and summary prints it."""
     return f"{100 * x:.1f}%"
 
 
@@ -111,7 +112,7 @@ def _elo_text(b: dict, fmt: str = ".0f") -> str:
 def _acc_text(b: dict, key: str = "raw_accuracy") -> str:
     """'52.3% (95% CI 47.0–57.5%)' for b[key] and b[key + '_ci95']."""
     ci = b.get(key + "_ci95")
-    return _pct(b[key]) + (f" (95% CI {_range([100 * x for x in ci], '.1f', '%')})" if ci else "")
+    return pct(b[key]) + (f" (95% CI {_range([100 * x for x in ci], '.1f', '%')})" if ci else "")
 
 
 def _scope_note(res: dict) -> str | None:
@@ -133,7 +134,7 @@ def summary_lines(report: dict) -> list[str]:
     res = report["results"]
     o = res["overall"]
     lines = [
-        f"Overall Elo {_elo_text(o)}; raw accuracy {_acc_text(o)}, weighted {_pct(o['weighted_accuracy'])}; "
+        f"Overall Elo {_elo_text(o)}; raw accuracy {_acc_text(o)}, weighted {pct(o['weighted_accuracy'])}; "
         f"{o['n_correct']}/{o['n']} items"
     ]
     for cat, c in res["categories"].items():
@@ -152,8 +153,9 @@ def summary_lines(report: dict) -> list[str]:
     return lines
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", "⏎").strip() or "(blank)"
+def md_cell(text) -> str:
+    """Text made safe for one Markdown table cell (pipes escaped, newlines shown as ⏎)."""
+    return str(text).replace("|", "\\|").replace("\n", "⏎").strip() or "(blank)"
 
 
 def _surprising_misses(items: list[dict], top: int = 10) -> list[str]:
@@ -167,7 +169,7 @@ def _surprising_misses(items: list[dict], top: int = 10) -> list[str]:
             "|---:|---|---|---|---:|---:|---|---|"]
     for rank, it in enumerate(misses, 1):
         out.append(f"| {rank} | {it['id']} | {it['category']} | {it['difficulty']} | {it['item_elo']:g} | "
-                   f"{it['expected_p']:.2f} | {_md_cell(it['selected_text'])} | {_md_cell(it['label_text'])} |")
+                   f"{it['expected_p']:.2f} | {md_cell(it['selected_text'])} | {md_cell(it['label_text'])} |")
     return out
 
 
@@ -224,5 +226,5 @@ def render_markdown(report: dict) -> str:
         means = " ".join(f"{c['mean_logprob']:.3f}" for c in it["choices"])
         p = f"{it['expected_p']:.2f}" if "expected_p" in it else ""
         out.append(f"| {it['id']} | {it['difficulty']} | {it['item_elo']:g} | {p} | {mark} | "
-                   f"{_md_cell(it['selected_text'])} | {_md_cell(it['label_text'])} | {means} |")
+                   f"{md_cell(it['selected_text'])} | {md_cell(it['label_text'])} | {means} |")
     return "\n".join(out) + "\n"

@@ -235,3 +235,18 @@ def test_benchmark_py_compare(pair, tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "compare", str(a), str(tmp_path / "no")],
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.startswith("base-bench: error:") and "Traceback" not in out.stderr
+
+
+def test_help_names_the_subcommands_and_each_has_its_own(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "base-bench compare RUN_A RUN_B" in out and "base-bench leaderboard RUN_DIR..." in out
+    for sub, words in (("compare", ["RUN_A", "RUN_B", "--json", "--markdown", "--resamples", "--seed", "--force"]),
+                       ("leaderboard", ["RUN_DIR", "--out", "--strict", "--force"])):
+        with pytest.raises(SystemExit) as exit_:
+            main([sub, "--help"])
+        assert exit_.value.code == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: base-bench {sub}") and all(w in out for w in words)

@@ -143,14 +143,6 @@ def test_labels_add_dtype_and_bos_only_when_they_differ(tmp_path):
     assert run_labels(twins) == ["org/a [run1]", "org/a [run2]"]
 
 
-def test_wilson_interval_hand_values():
-    assert plots.wilson_interval(0, 0) == (0.0, 1.0)
-    lo, hi = plots.wilson_interval(5, 10)
-    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
-    lo, hi = plots.wilson_interval(0, 10)
-    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
-
-
 def test_calibration_bins_on_the_card_composition():
     rep = make_report(ids_where(lambda i: i % 2 == 0))
     items = rep["items"]

@@ -1,5 +1,7 @@
-"""Paired statistics: exact McNemar on hand-computed cases, the vectorised Elo fit against
-elo.fit_elo, and the stratified paired bootstrap (reproducible, zero width for identical runs)."""
+"""Paired statistics: exact McNemar on hand-computed cases and the stratified paired bootstrap
+(reproducible, zero width for identical runs). The vectorised fit (elo.fit_elo_many), the
+within-category draws (stats.resample_counts) and the percentile interval it uses are tested in
+test_stats.py."""
 
 import math
 import time
@@ -9,8 +11,8 @@ import numpy as np
 import pytest
 
 from base_bench import card, elo
-from base_bench.paired import (fit_elo_batch, mcnemar_exact, paired_difference, percentile_interval,
-                               stratified_counts)
+from base_bench.paired import mcnemar_exact, paired_difference
+from base_bench.stats import resample_counts
 
 
 @pytest.mark.parametrize(
@@ -54,51 +56,6 @@ def card_items():
     return rows
 
 
-def test_fit_elo_batch_equals_fit_elo_on_random_outcomes():
-    rng = np.random.default_rng(7)
-    items = card_items()
-    e = np.array([r[1] for r in items], float)
-    w = np.array([r[2] for r in items], float)
-    ys = (rng.random((12, len(items))) < rng.random((12, 1))).astype(float)
-    ys[0] = 1.0   # all right
-    ys[1] = 0.0   # all wrong
-    got = fit_elo_batch(e, w, ys)
-    for row, r in zip(ys, got):
-        assert r == pytest.approx(elo.fit_elo(zip(e, w, row)), abs=1e-6)
-
-
-def test_fit_elo_batch_with_counts_equals_fit_elo_on_the_expanded_list():
-    rng = np.random.default_rng(3)
-    items = card_items()
-    e = np.array([r[1] for r in items], float)
-    w = np.array([r[2] for r in items], float)
-    y = (rng.random(len(items)) < 0.6).astype(float)
-    counts = stratified_counts([r[0] for r in items], 5, seed=11)
-    got = fit_elo_batch(e, counts * w, y)
-    for k, r in zip(counts, got):
-        expanded = [(e[i], w[i], y[i]) for i in range(len(items)) for _ in range(k[i])]
-        assert r == pytest.approx(elo.fit_elo(expanded), abs=1e-6)
-
-
-def test_fit_elo_batch_hand_computed_and_prior_alone():
-    # every item at 1000: E = (sum(w*y) + 2) / (sum(w) + 4)  (see test_elo)
-    r = fit_elo_batch([1000, 1000], [[1.0, 1.0], [1.0, 0.0]], [[1, 1], [1, 0]])
-    assert r[0] == pytest.approx(1000 + 400 * math.log10(2), abs=1e-6)           # E = 4/6
-    assert r[1] == pytest.approx(1000 + 400 * math.log10(0.6 / 0.4), abs=1e-6)   # weight 0 drops item 2: E = 3/5
-    assert fit_elo_batch([1000], [0.0], [1.0])[0] == pytest.approx(1000.0, abs=1e-6)
-
-
-def test_stratified_counts_keep_each_category_size_and_are_reproducible():
-    strata = [r[0] for r in card_items()]
-    a = stratified_counts(strata, 200, seed=5)
-    assert a.shape == (200, 350)
-    for cat in card.CATEGORIES:
-        cols = [i for i, s in enumerate(strata) if s == cat]
-        assert (a[:, cols].sum(axis=1) == 50).all()
-    assert (stratified_counts(strata, 200, seed=5) == a).all()
-    assert not (stratified_counts(strata, 200, seed=6) == a).all()
-
-
 def test_paired_bootstrap_reproducible_and_zero_width_for_identical_runs():
     items = card_items()
     e = [r[1] for r in items]
@@ -107,9 +64,9 @@ def test_paired_bootstrap_reproducible_and_zero_width_for_identical_runs():
     ya = (rng.random(350) < 0.5).astype(float)
     yb = ya.copy()
     yb[:40] = 1.0
-    counts = stratified_counts([r[0] for r in items], 500, seed=9)
+    counts = resample_counts([r[0] for r in items], 500, seed=9)
     one = paired_difference(e, w, ya, yb, counts)
-    two = paired_difference(e, w, ya, yb, stratified_counts([r[0] for r in items], 500, seed=9))
+    two = paired_difference(e, w, ya, yb, resample_counts([r[0] for r in items], 500, seed=9))
     assert one == two
     assert one["ci95"][0] < one["diff"] < one["ci95"][1]
     assert one["diff"] == pytest.approx(elo.fit_elo(zip(e, w, yb)) - elo.fit_elo(zip(e, w, ya)), abs=1e-6)
@@ -117,9 +74,17 @@ def test_paired_bootstrap_reproducible_and_zero_width_for_identical_runs():
     assert same["diff"] == 0.0 and same["ci95"] == [0.0, 0.0] and same["share_resamples_b_higher"] == 0.0
 
 
-def test_percentile_interval():
-    assert percentile_interval(np.arange(1001), 0.95) == pytest.approx([25.0, 975.0])
-    assert percentile_interval(np.full(50, 3.0)) == [3.0, 3.0]
+def test_share_b_higher_counts_only_real_wins_not_rounding():
+    # With every item at one item Elo and one weight, B's refitted rating is above A's exactly when
+    # B has more right answers among the drawn items; where the two are level the ratings must tie,
+    # not differ by rounding either side of 0 (a weight like 1.1 is not exact in binary).
+    rng = np.random.default_rng(0)
+    e, w = np.full(50, 800.0), np.full(50, 1.1)
+    ya, yb = (rng.random(50) < 0.5).astype(float), (rng.random(50) < 0.5).astype(float)
+    counts = resample_counts(["world_knowledge"] * 50, 2000, seed=0)
+    d = paired_difference(e, w, ya, yb, counts)
+    assert (counts @ ya == counts @ yb).any()
+    assert d["share_resamples_b_higher"] == np.mean(counts @ yb > counts @ ya)
 
 
 def test_bootstrap_is_fast():
@@ -127,6 +92,6 @@ def test_bootstrap_is_fast():
     rng = np.random.default_rng(2)
     ya, yb = (rng.random(350) < 0.5), (rng.random(350) < 0.55)
     t = time.perf_counter()
-    counts = stratified_counts([r[0] for r in items], 1000, seed=1)
+    counts = resample_counts([r[0] for r in items], 1000, seed=1)
     paired_difference([r[1] for r in items], [r[2] for r in items], ya, yb, counts)
     assert time.perf_counter() - t < 2.0

@@ -97,6 +97,8 @@ def test_more_items_shrink_the_se():
         [(1000, 2.25, 1), (1000, 1.5, 0), (1000, 1.0, 1)],
         MIXED,
         [(r[2], r[3], float(r[4])) for r in card_rows()],
+        [(r[2], r[3], 1.0) for r in card_rows()],   # all right
+        [(r[2], r[3], 0.0) for r in card_rows()],   # all wrong
     ],
 )
 def test_fit_elo_many_matches_fit_elo(outcomes):
@@ -115,7 +117,23 @@ def test_fit_elo_many_matches_fit_elo_on_every_resample():
         assert many[b] == pytest.approx(one, abs=1e-6)
 
 
-def test_fit_elo_many_with_no_items_is_the_prior():
+def test_fit_elo_many_with_counts_equals_fit_elo_on_the_expanded_list():
+    # a resampled item drawn k times counts as k copies of it: weight k * point_weight
+    rows = card_rows(seed=5)
+    e, w, y, strata = columns(rows)
+    counts = stats.resample_counts(strata, 5, seed=11)
+    many = elo.fit_elo_many(e, counts * np.asarray(w), y)
+    for k, r in zip(counts, many):
+        expanded = [(e[i], w[i], float(y[i])) for i in range(len(rows)) for _ in range(k[i])]
+        assert r == pytest.approx(elo.fit_elo(expanded), abs=1e-6)
+
+
+def test_fit_elo_many_hand_computed_and_prior_alone():
+    # every item at 1000: E = (sum(w*y) + 2) / (sum(w) + 4)  (see test_elo)
+    r = elo.fit_elo_many([1000, 1000], [[1.0, 1.0], [1.0, 0.0]], [1, 1])
+    assert r[0] == pytest.approx(1000 + 400 * math.log10(2), abs=1e-6)           # E = 4/6
+    assert r[1] == pytest.approx(1000 + 400 * math.log10(0.6 / 0.4), abs=1e-6)   # weight 0 drops item 2: E = 3/5
+    assert elo.fit_elo_many([1000], [[0.0]], [1.0])[0] == pytest.approx(1000.0, abs=1e-6)
     assert elo.fit_elo_many([], np.zeros((3, 0)), []) == pytest.approx([1000.0] * 3, abs=1e-6)
 
 
@@ -128,6 +146,17 @@ def test_resample_counts_stay_within_strata():
     assert counts.shape == (200, 10)
     assert (counts[:, a].sum(axis=1) == 5).all() and (counts[:, ~a].sum(axis=1) == 5).all()
     assert counts.min() >= 0 and counts.max() > 1  # with replacement: some item drawn twice
+    assert (stats.resample_counts(strata, 200, seed=1) == counts).all()
+    assert not (stats.resample_counts(strata, 200, seed=2) == counts).all()
+
+
+def test_resample_counts_keep_each_card_category_at_50():
+    strata = [r[0] for r in card_rows()]
+    counts = stats.resample_counts(strata, 200, seed=5)
+    assert counts.shape == (200, 350)
+    for cat in card.CATEGORIES:
+        cols = [i for i, s in enumerate(strata) if s == cat]
+        assert (counts[:, cols].sum(axis=1) == 50).all()
 
 
 def test_bootstrap_is_reproducible_with_a_seed_and_changes_with_another():
@@ -178,6 +207,7 @@ def test_bootstrap_of_a_full_card_set_is_fast():
     "samples, want",
     [
         (range(101), (2.5, 97.5)),          # linear rule on 0..100
+        (range(1001), (25.0, 975.0)),
         ([5.0] * 10, (5.0, 5.0)),
         ([0.0, 1.0], (0.025, 0.975)),
     ],
