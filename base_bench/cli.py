@@ -141,7 +141,9 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from .model import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
-    from .scoring import PackedScorer, PlainScorer, check_packing, encode_item, length_order, model_window
+    from .scoring import (
+        PackedScorer, PlainScorer, check_packing, encode_item, length_order, model_window, packing_probe,
+    )
 
     out_dir = Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model)
     store = RunStore(out_dir)
@@ -190,9 +192,7 @@ def run(args) -> int:
 
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
     order = [encoded[i] for i in length_order(encoded)]
-    # The packing check runs on a real batch with very different lengths: the two longest and
-    # the two shortest items, so padding and long contexts are both exercised.
-    probe = order[:2] + [e for e in order[-2:] if e not in order[:2]]
+    probe = packing_probe(order)
     try:
         ok, diff = check_packing(model, probe, pad_id)
     except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:

@@ -156,6 +156,8 @@ def load_located(located: Located, device, dtype) -> Loaded:
     info = dict(located.info)
     info["model_type"] = getattr(model.config, "model_type", None)
     info["n_parameters"] = sum(p.numel() for p in model.parameters())
+    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}  # tied weights count once
+    info["bytes_in_memory"] = sum(t.numel() * t.element_size() for t in tensors.values())
     return Loaded(model, tokenizer, info)
 
 

@@ -17,7 +17,7 @@ A scorer gets `Encoded` items, already tokenized, and returns one `ChoiceScore` 
   (after a BOS, which stays) to `window - longest continuation` tokens, the same cut for all four
   choices, and the item is marked truncated.
 
-Three scorers keep that contract:
+Four scorers keep that contract:
 
 * `score_reference`: the card read literally, one unpadded sequence per choice. Slow; it is the
   yardstick that tests and `bench/` compare the others against.
@@ -27,12 +27,13 @@ Three scorers keep that contract:
   that restart each continuation right after the context. Each context goes through the model
   once. `check_packing` compares it with `PlainScorer` on a real batch at start-up; models that
   ignore custom masks or position ids fail that check and the runner falls back to `PlainScorer`.
-
 * `CachedScorer`: the contexts fill a KV cache, which is repeated once per choice and extended by
   the continuations in a second pass. Also one pass per context; `bench/speed.py` measures it
   against packing, and the runner uses packing.
 
-Rows start at column 0 and are padded on the right, so a length-sorted batch wastes little. The
+A continuation's last token is only ever predicted: no later position reads it, so no scorer but the
+literal loop feeds it to the model. Rows start at column 0 and are padded on the right, so a
+length-sorted batch wastes little. The
 LM head and log_softmax run only at the positions that predict a continuation token: transformers'
 `logits_to_keep` takes a boolean [batch, seq] mask of those positions.
 """
@@ -58,7 +59,8 @@ class Encoded:
 
     @property
     def packed_length(self) -> int:
-        return len(self.context) + sum(len(c) for c in self.continuations)
+        """Tokens a packed row feeds the model: the context, and each continuation but its last token."""
+        return len(self.context) + sum(len(c) - 1 for c in self.continuations)
 
 
 class ScoringError(Exception):
@@ -216,12 +218,12 @@ class PlainScorer(_BatchScorer):
     @torch.inference_mode()
     def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
         rows = [(e, c) for e in batch for c in e.continuations]
-        T = max(len(e.context) + len(c) for e, c in rows)
+        T = max(len(e.context) + len(c) - 1 for e, c in rows)
         ids = torch.full((len(rows), T), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), T), dtype=torch.long)
         tg = _Targets(len(rows), T)
         for r, (e, cont) in enumerate(rows):
-            seq = list(e.context) + list(cont)
+            seq = list(e.context) + list(cont[:-1])  # the last token is predicted, never fed
             ids[r, :len(seq)] = torch.tensor(seq)
             mask[r, :len(seq)] = 1
             L = len(e.context)
@@ -255,8 +257,8 @@ class PackedScorer(_BatchScorer):
             allowed[b, :L, :L] = torch.ones(L, L, dtype=torch.bool).tril()
             off = L
             for cont in e.continuations:
-                n = len(cont)
-                ids[b, off:off + n] = torch.tensor(cont)
+                n = len(cont) - 1  # the last token is predicted, never fed
+                ids[b, off:off + n] = torch.tensor(cont[:-1], dtype=torch.long)
                 pos[b, off:off + n] = torch.arange(L, L + n)
                 allowed[b, off:off + n, :L] = True
                 allowed[b, off:off + n, off:off + n] = torch.ones(n, n, dtype=torch.bool).tril()
@@ -306,8 +308,8 @@ class CachedScorer(_BatchScorer):
         logp0 = first.logits[:, -1].float().log_softmax(-1)  # predicts every continuation's first token
         conts = [c for e in batch for c in e.continuations]
         sums = [logp0[i // K, c[0]].item() for i, c in enumerate(conts)]
-        C = max(len(c) for c in conts)
-        if C > 1:
+        C = max(len(c) for c in conts) - 1  # the last token of each continuation is predicted, never fed
+        if C > 0:
             cache = first.past_key_values
             cache.batch_repeat_interleave(K)
             ids2 = torch.full((B * K, C), self.pad_id, dtype=torch.long)
@@ -316,8 +318,8 @@ class CachedScorer(_BatchScorer):
             tg = _Targets(B * K, C)
             for r, c in enumerate(conts):
                 L = len(batch[r // K].context)
-                ids2[r, :len(c)] = torch.tensor(c)
-                mask2[r, :len(c)] = 1
+                ids2[r, :len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
+                mask2[r, :len(c) - 1] = 1
                 pos2[r] = torch.arange(L, L + C)
                 for j in range(1, len(c)):
                     tg.add(r, j - 1, c[j], r)
@@ -347,6 +349,12 @@ def score_in_batches(scorer, encs: Sequence[Encoded], batch_size: int) -> list[l
 
 def max_abs_diff(a: Sequence[Sequence[ChoiceScore]], b: Sequence[Sequence[ChoiceScore]]) -> float:
     return max(abs(x.logprob - y.logprob) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+
+
+def packing_probe(order: Sequence[Encoded]) -> list[Encoded]:
+    """The real batch `check_packing` runs on: a median-length item and the shortest one (from a
+    length-sorted list), so padding is exercised while the plain path, four rows per item, stays cheap."""
+    return list(dict.fromkeys([order[len(order) // 2], order[-1]])) if order else []
 
 
 def check_packing(model, batch: Sequence[Encoded], pad_id: int = 0) -> tuple[bool, float]:

@@ -205,3 +205,13 @@ def test_models_without_boolean_logits_to_keep_fall_back(model, encoded, referen
     got = score_in_batches(scorer, encoded, 8)
     assert scorer.keep_mode == mode
     assert max_abs_diff(got, reference) < 1e-4
+
+
+@pytest.mark.parametrize("scorer_cls", [PlainScorer, PackedScorer, CachedScorer])
+def test_single_token_continuations_feed_only_the_context(scorer_cls):
+    """A continuation's last token is never fed; with one-token continuations only the context is."""
+    m = tiny_model("llama", TOK)
+    batch = [Encoded("a", (5, 6, 7), ((8,), (9,), (10,), (11,))), Encoded("b", (5,), ((7, 8), (9,), (10, 11, 12), (13,)))]
+    got = scorer_cls(m)(batch)
+    assert max_abs_diff(got, [score_reference(m, e) for e in batch]) < 1e-4
+    assert [e.packed_length for e in batch] == [3, 1 + 1 + 0 + 2 + 0]

@@ -1,0 +1,261 @@
+"""How fast is the card's scoring here, against the machine's FLOP floor and against lm-evaluation-harness?
+
+    python bench/speed.py --model PATH.gguf --threads 2            # writes bench/RESULTS.md
+    python bench/speed.py --model PATH.gguf --limit 40 --out /tmp/r.md   # a quick look
+
+Everything is measured in one process, on one machine, with one model and the same (context,
+continuation) pairs: the bundled set's items, each with its four continuations.
+
+* GEMM rate: the model's own linear layers (one decoder layer's seven projections, FLOP-weighted)
+  on 1,024 tokens, in float32 and bfloat16. This is the best the model's matrix shapes reach here.
+* FLOP floor: the FLOPs of the card's scoring when each context is computed once (every linear
+  layer on every token that must be fed: the context and each continuation but its last token,
+  which is only predicted; attention over the pairs each token really attends to; the LM head only
+  at positions that predict a continuation token), divided by the float32 GEMM rate.
+* Methods, each timed over all pairs:
+  - runner: base-bench's packed scorer at its CPU batch size, the way `base-bench` runs it;
+  - kv-cache: the other way to compute each context once (contexts fill a cache, choices extend it);
+  - loop: the card read literally, one unpadded forward pass per (context, continuation);
+  - lm-eval: lm-evaluation-harness's HFLM.loglikelihood on the same model object, at the fastest
+    of the batch sizes tried on a subset first;
+  - runner bfloat16: the runner with the model cast to bfloat16 (log_softmax stays float32).
+* For each: seconds, pair tokens/s (tokens of context + continuation summed over all pairs, the
+  same count for every method), ratio to the floor, speed-up over lm-eval, the largest |delta| of a
+  choice's summed log-prob against the loop, and how many predictions differ from the loop's.
+
+lm-eval tokenizes each pair its own way (context + continuation encoded together, then split), so
+its |delta| includes tokenization differences, not only arithmetic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from base_bench.batching import CPU_AUTO  # noqa: E402
+from base_bench.dataset import load_dataset_file  # noqa: E402
+from base_bench.model import load_model  # noqa: E402
+from base_bench.records import ChoiceScore, pick  # noqa: E402
+from base_bench.scoring import (  # noqa: E402
+    CachedScorer, PackedScorer, check_packing, encode_item, length_order, max_abs_diff, model_window,
+    packing_probe, score_in_batches, score_reference,
+)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    flags = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and cpu == "unknown CPU":
+                cpu = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        mem = f", {kb / 2**20:.0f} GiB RAM"
+    except (OSError, StopIteration, ValueError):
+        pass
+    simd = ", ".join(sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))) or "n/a"
+    return (f"{cpu}, {os.cpu_count()} logical CPUs{mem}, {platform.system()} {platform.machine()}; "
+            f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels), "
+            f"torch threads {torch.get_num_threads()}; CPU flags: {simd}")
+
+
+def timed(fn, repeat=5):
+    fn()
+    t = time.perf_counter()
+    for _ in range(repeat):
+        fn()
+    return (time.perf_counter() - t) / repeat
+
+
+@torch.inference_mode()
+def gemm_rate(model, dtype, tokens=1024) -> float:
+    """FLOP/s of one decoder layer's linear projections on `tokens` rows, FLOP-weighted."""
+    layer = model.model.layers[0] if hasattr(model, "model") and hasattr(model.model, "layers") else None
+    linears = [m for m in (layer or model).modules() if isinstance(m, torch.nn.Linear)]
+    flops = seconds = 0.0
+    for lin in linears:
+        w = lin.weight.detach().to(dtype)
+        x = torch.randn(tokens, w.shape[1], dtype=dtype)
+        seconds += timed(lambda: torch.nn.functional.linear(x, w))
+        flops += 2.0 * tokens * w.numel()
+    return flops / seconds
+
+
+def flop_count(model, encs) -> dict:
+    """FLOPs of scoring `encs` with each context computed once, and with each choice recomputing it."""
+    cfg = model.config
+    head = model.get_output_embeddings().weight
+    linear_params = sum(m.weight.numel() for m in model.modules()
+                        if isinstance(m, torch.nn.Linear) and m.weight is not head)
+    layers = cfg.num_hidden_layers
+    qk_dim = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+    once = recompute = 0.0
+    for e in encs:
+        L = len(e.context)
+        fed = [len(c) - 1 for c in e.continuations]  # a continuation's last token is predicted, never fed
+        pairs_once = L * (L + 1) / 2 + sum(n * L + n * (n + 1) / 2 for n in fed)
+        pairs_each = sum((L + n) * (L + n + 1) / 2 for n in fed)
+        head_once = 1 + sum(len(c) - 1 for c in e.continuations)
+        head_each = sum(len(c) for c in e.continuations)
+        attn = 4.0 * layers * qk_dim  # QK^T and AV, 2 FLOPs per multiply-add
+        once += 2.0 * linear_params * e.packed_length + attn * pairs_once + 2.0 * head.numel() * head_once
+        recompute += (2.0 * linear_params * sum(L + n for n in fed) + attn * pairs_each
+                      + 2.0 * head.numel() * head_each)
+    return {"once": once, "recompute": recompute, "linear_params": linear_params}
+
+
+def lm_eval_scores(model, tok, items, batch_size):
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size, device=str(next(model.parameters()).device))
+    reqs = [Instance("loglikelihood", {}, (it.context, c), i * 4 + k)
+            for i, it in enumerate(items) for k, c in enumerate(it.continuations)]
+    t = time.perf_counter()
+    out = lm.loglikelihood(reqs, disable_tqdm=True)
+    seconds = time.perf_counter() - t
+    lens = []
+    for it in items:
+        for c in it.continuations:  # lm-eval's own split: whole pair encoded, context prefix removed
+            whole = tok(it.context + c, add_special_tokens=False)["input_ids"]
+            ctx = tok(it.context, add_special_tokens=False)["input_ids"]
+            lens.append(max(1, len(whole) - len(ctx)))
+    scores = [[ChoiceScore(out[i * 4 + k][0], lens[i * 4 + k]) for k in range(4)] for i in range(len(items))]
+    return seconds, scores
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--limit", type=int, help="only the first N items (a quick look; RESULTS.md wants all)")
+    p.add_argument("--lm-eval-batch-sizes", default="1,4,16,64")
+    p.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    items = list(load_dataset_file(ROOT / "data" / "test.jsonl").items)[: args.limit]
+    t = time.perf_counter()
+    loaded = load_model(args.model, torch.device("cpu"), torch.float32)
+    print(f"model loaded in {time.perf_counter() - t:.0f} s", flush=True)
+    model, tok = loaded.model, loaded.tokenizer
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    encs = [encode_item(tok, it, window=model_window(model, tok)) for it in items]
+    pair_tokens = sum(len(e.context) * len(e.continuations) + sum(map(len, e.continuations)) for e in encs)
+
+    rate32 = gemm_rate(model, torch.float32)
+    rate16 = gemm_rate(model, torch.bfloat16)
+    fl = flop_count(model, encs)
+    floor = fl["once"] / rate32
+    print(f"GEMM float32 {rate32 / 1e12:.3f} TFLOP/s, bfloat16 {rate16 / 1e12:.3f} TFLOP/s; "
+          f"{fl['once'] / 1e12:.2f} TFLOP with each context once -> floor {floor:.1f} s", flush=True)
+
+    rows = {}
+
+    rate_now = [rate32]
+
+    def record(name, batch, seconds, scores, note=""):
+        rows[name] = dict(batch=batch, seconds=seconds, scores=scores, note=note, rate=rate_now[0])
+        print(f"{name}: {seconds:.1f} s", flush=True)
+        rate_now[0] = gemm_rate(model, torch.float32)  # this machine's speed drifts; re-measure before each method
+
+    order = [encs[i] for i in length_order(encs)]
+    probe = packing_probe(order)
+    t = time.perf_counter()
+    ok, diff = check_packing(model, probe, pad)
+    check_s = time.perf_counter() - t
+    t = time.perf_counter()
+    packed = score_in_batches(PackedScorer(model, pad), encs, CPU_AUTO)
+    score_s = time.perf_counter() - t
+    record("runner (packed)", CPU_AUTO, check_s + score_s, packed,
+           f"{score_s:.1f} s scoring plus {check_s:.1f} s start-up packing check on 2 items (a median-length and the shortest) "
+           f"(ok={ok}, max delta vs plain {diff:.1e})")
+    t = time.perf_counter()
+    cached = score_in_batches(CachedScorer(model, pad), encs, CPU_AUTO)
+    record("kv-cache", CPU_AUTO, time.perf_counter() - t, cached)
+
+    t = time.perf_counter()
+    loop = [score_reference(model, e) for e in encs]
+    record("card-literal loop", 1, time.perf_counter() - t, loop)
+
+    sub = items[: min(len(items), 40)]
+    trials = {}
+    for bs in [int(x) for x in args.lm_eval_batch_sizes.split(",")]:
+        trials[bs] = lm_eval_scores(model, tok, sub, bs)[0]
+        print(f"lm-eval trial, batch {bs}: {trials[bs]:.1f} s on {len(sub)} items", flush=True)
+    best = min(trials, key=trials.get)
+    seconds, scores = lm_eval_scores(model, tok, items, best)
+    record("lm-eval HFLM", best, seconds, scores,
+           "batch sizes tried on the first 40 items: " + ", ".join(f"{b}: {s:.1f} s" for b, s in trials.items()))
+
+    model.to(torch.bfloat16)
+    t = time.perf_counter()
+    b16 = score_in_batches(PackedScorer(model, pad), encs, CPU_AUTO)
+    record("runner bfloat16", CPU_AUTO, time.perf_counter() - t, b16)
+    model.to(torch.float32)
+
+    lm_s = rows["lm-eval HFLM"]["seconds"]
+    loop_pred = [pick(s) for s in loop]
+    lines = [
+        "| method | batch | seconds | pair tokens/s | GEMM TFLOP/s just before | floor s | × floor "
+        "| speed-up over lm-eval | max abs delta vs loop | predictions ≠ loop |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in rows.items():
+        changed = sum(a != b for a, b in zip(loop_pred, (pick(s) for s in r["scores"])))
+        fl_s = fl["once"] / r["rate"]
+        lines.append(f"| {name} | {r['batch']} | {r['seconds']:.1f} | {pair_tokens / r['seconds']:.0f} | "
+                     f"{r['rate'] / 1e12:.3f} | {fl_s:.1f} | {r['seconds'] / fl_s:.2f} | {lm_s / r['seconds']:.2f} | "
+                     f"{max_abs_diff(r['scores'], loop):.1e} | {changed} of {len(items)} |")
+    b16_changed = sum(pick(a) != pick(b) for a, b in zip(packed, b16))
+    notes = [f"- {name}: {r['note']}" for name, r in rows.items() if r["note"]]
+    text = "\n".join([
+        "# Scoring speed: base-bench vs the card-literal loop vs lm-evaluation-harness",
+        "",
+        f"Written by `python bench/speed.py --model {Path(args.model).name} --threads {args.threads}"
+        + (f" --limit {args.limit}" if args.limit else "") + f"` on {time.strftime('%Y-%m-%d')}.",
+        "",
+        f"Machine: {machine()}.",
+        "",
+        f"Model: `{Path(args.model).name}`, float32 on the CPU; {len(items)} items, {sum(len(e.continuations) for e in encs)} "
+        f"pairs, {pair_tokens} pair tokens (context + continuation over all pairs), "
+        f"{sum(e.packed_length for e in encs)} tokens with each context once.",
+        "",
+        f"GEMM rate (one decoder layer's projections on 1,024 tokens) at the start: float32 {rate32 / 1e12:.3f} "
+        f"TFLOP/s, bfloat16 {rate16 / 1e12:.3f} TFLOP/s. This machine's speed drifts by tens of percent over "
+        f"minutes, so the float32 rate is measured again right before each method, and each method's floor "
+        f"uses that rate.",
+        f"FLOPs: {fl['once'] / 1e12:.2f} TFLOP with each context once, {fl['recompute'] / 1e12:.2f} TFLOP when every "
+        f"pair recomputes its context. Floor at the starting rate: {floor:.1f} s (float32).",
+        "",
+        *lines,
+        "",
+        f"bfloat16 vs float32 (runner, batch {CPU_AUTO}): {rows['runner (packed)']['seconds'] / rows['runner bfloat16']['seconds']:.2f}× "
+        f"the float32 speed; {b16_changed} of {len(items)} predictions change "
+        f"({100 * (1 - b16_changed / len(items)):.1f}% unchanged).",
+        "",
+        *notes,
+        "",
+    ])
+    Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
