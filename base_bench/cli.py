@@ -32,7 +32,7 @@ class CliError(Exception):
     pass
 
 
-def _positive_int(name):
+def positive_int(name):
     def parse(text):
         try:
             v = int(text)
@@ -46,7 +46,7 @@ def _positive_int(name):
 
 
 def _batch_size(text):
-    return "auto" if text == "auto" else _positive_int("--batch-size")(text)
+    return "auto" if text == "auto" else positive_int("--batch-size")(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="weight precision; auto is float32 on cpu, bfloat16 (or float16) on cuda, float16 on mps. "
                         "Log-softmax is always taken in float32")
-    p.add_argument("--threads", type=_positive_int("--threads"), metavar="N",
+    p.add_argument("--threads", type=positive_int("--threads"), metavar="N",
                    help="CPU threads for torch (default: torch's own choice)")
     p.add_argument("--batch-size", type=_batch_size, default=8, metavar="N",
                    help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' searches for the "
@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--local-data", metavar="DIR",
                    help="read DIR/data/test.jsonl instead of downloading the gated Hub dataset; a file that "
                         "differs from the card's official checksum or counts makes the run non-official")
-    p.add_argument("--limit", type=_positive_int("--limit"), metavar="N",
+    p.add_argument("--limit", type=positive_int("--limit"), metavar="N",
                    help="score only the first N items, for smoke tests (the run is then non-official)")
     p.add_argument("--add-bos", action="store_true",
                    help="put the tokenizer's BOS token before every context (diagnostic; non-official)")

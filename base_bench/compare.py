@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from . import card
+from .cli import positive_int
 from .paired import mcnemar_exact, paired_difference
 from .report import md_cell, pct
 from .stats import CONFIDENCE, resample_counts
@@ -383,16 +384,6 @@ def write_atomic(path: Path, data: str | bytes) -> None:
 # ---------------------------------------------------------------- command line
 
 
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"takes a whole number, not {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {v}")
-    return v
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="base-bench compare",
@@ -402,7 +393,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_b", metavar="RUN_B", help="the run to compare against RUN_A (differences are B − A)")
     p.add_argument("--json", metavar="FILE", help="write the full comparison as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (rendered from the JSON)")
-    p.add_argument("--resamples", type=positive_int, default=2000, metavar="N",
+    p.add_argument("--resamples", type=positive_int("--resamples"), default=2000, metavar="N",
                    help="paired bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234); recorded in the output")
     p.add_argument("--force", action="store_true", help="overwrite existing --json / --markdown files")

@@ -51,7 +51,7 @@ def test_run_halves_the_batch_on_out_of_memory_and_scores_the_same(tmp_path, mon
     real_call = scoring.PackedScorer.__call__
 
     def small_memory(self, batch):
-        if len(batch) > 4:  # the packing check's 4-item batch still fits
+        if len(batch) > 4:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
         return real_call(self, batch)
 
