@@ -1,7 +1,7 @@
 """How many items go through the model at once: `--batch-size auto` and the back-off on out-of-memory.
 
     bs = largest_fitting(lambda n: fits(n), upper)     # search, given a probe that says whether n fits
-    if is_oom(exc): ...                                # is this exception an accelerator running out of memory?
+    out = attempt(lambda: scorer(batch), device)       # None if the accelerator ran out of memory
 
 On a GPU (cuda or mps), `auto` probes real batches of the longest items, so every later batch
 fits too: it doubles the size until a probe runs out of memory (or reaches the number of items),
@@ -15,7 +15,9 @@ any better. So `auto` on a CPU is CPU_AUTO.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 CPU_AUTO = 8
 GPU_UPPER = 512  # the search never tries more items per pass than this
@@ -28,6 +30,31 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+
+
+def empty_cache(device) -> None:
+    """Hand cached blocks back after an out-of-memory error, so a smaller retry can fit."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
+
+def attempt(fn: Callable[[], T], device) -> T | None:
+    """`fn()`, or None when it ran out of accelerator memory (the cache is then emptied).
+
+    Every other error propagates. torch.cuda.OutOfMemoryError is a RuntimeError, as are the
+    out-of-memory errors of mps and older torch, so one except clause covers them all.
+    """
+    try:
+        return fn()
+    except RuntimeError as exc:
+        if not is_oom(exc):
+            raise
+        empty_cache(device)
+        return None
 
 
 def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import __version__, card
-from .batching import CPU_AUTO, GPU_UPPER, is_oom, largest_fitting
+from .batching import CPU_AUTO, GPU_UPPER, attempt, largest_fitting
 from .dataset import BUNDLED_NAME, DataError, load_dataset_file
 from .hub import HubError, fetch_official_data
 from .records import ItemResult, pick
@@ -193,20 +193,18 @@ def run(args) -> int:
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
     order = [encoded[i] for i in length_order(encoded)]
     probe = packing_probe(order)
-    try:
-        ok, diff = check_packing(model, probe, pad_id)
-    except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
-        if not is_oom(exc):
-            raise
+    checked = attempt(lambda: check_packing(model, probe, pad_id), device)
+    if checked is None:
         raise CliError(f"out of accelerator memory while checking packing on {len(probe)} items; "
-                       "try a smaller --dtype or another --device") from None
+                       "try a smaller --dtype or another --device")
+    ok, diff = checked
     scorer = (PackedScorer if ok else PlainScorer)(model, pad_id)
     packing = {"ok": ok, "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
                "checked_items": [e.id for e in probe]}
     if not ok:
         print("note: this model does not reproduce the plain path with a packed 4D mask; "
               "using the plain path (one row per choice)", file=sys.stderr)
-    bs = args.batch_size if args.batch_size != "auto" else _auto_batch_size(scorer, order, device, torch)
+    bs = args.batch_size if args.batch_size != "auto" else _auto_batch_size(scorer, order, device)
 
     todo = [e for e in order if e.id not in done]
     t1 = time.perf_counter()
@@ -215,14 +213,10 @@ def run(args) -> int:
         i = 0
         while i < len(todo):
             batch = todo[i:i + bs]
-            try:
-                scores = scorer(batch)
-            except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
-                if not is_oom(exc):
-                    raise
+            scores = attempt(lambda: scorer(batch), device)
+            if scores is None:
                 if bs == 1:
-                    raise CliError("out of accelerator memory even at batch size 1") from None
-                _empty_cache(torch, device)
+                    raise CliError("out of accelerator memory even at batch size 1")
                 bs = max(1, bs // 2)
                 bar.write(f"out of accelerator memory; batch size lowered to {bs}", file=sys.stderr)
                 continue
@@ -267,29 +261,12 @@ def run(args) -> int:
     return 0
 
 
-def _empty_cache(torch, device) -> None:
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    elif device.type == "mps":
-        torch.mps.empty_cache()
-
-
-def _auto_batch_size(scorer, order, device, torch) -> int:
+def _auto_batch_size(scorer, order, device) -> int:
     """`--batch-size auto`: see base_bench.batching. Probes use the longest items, so later batches fit."""
     if device.type not in ("cuda", "mps"):
         return CPU_AUTO
-
-    def fits(n: int) -> bool:
-        try:
-            scorer(order[:n])
-            return True
-        except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
-            if not is_oom(exc):
-                raise
-            _empty_cache(torch, device)
-            return False
-
-    bs = largest_fitting(fits, min(len(order), GPU_UPPER))
+    bs = largest_fitting(lambda n: attempt(lambda: scorer(order[:n]), device) is not None,
+                         min(len(order), GPU_UPPER))
     if bs == 0:
         raise CliError("out of accelerator memory even at batch size 1")
     print(f"--batch-size auto: {bs} items per pass fit on {device}", file=sys.stderr)

@@ -189,8 +189,9 @@ class _BatchScorer:
                 logits = self.model(**kwargs, logits_to_keep=keep.to(self.device)).logits
                 if logits.ndim == 2 and logits.shape[0] == n:
                     return logits
-            except (TypeError, ValueError, IndexError, RuntimeError):
-                pass
+            except (TypeError, ValueError, IndexError, RuntimeError) as exc:
+                if is_oom(exc):  # out of memory says nothing about the mask; let the caller back off
+                    raise
             self.keep_mode = "slice"
         if self.keep_mode == "slice":
             first = int(keep.any(0).nonzero()[0])
@@ -302,9 +303,9 @@ class CachedScorer(_BatchScorer):
             mask[b, P - L:] = 1
             pos[b, P - L:] = torch.arange(L)
         dev = self.device
+        keep_last = {} if self.keep_mode == "full" else {"logits_to_keep": 1}
         first = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
-                           use_cache=True, logits_to_keep=1) if self.keep_mode != "full" else \
-            self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev), use_cache=True)
+                           use_cache=True, **keep_last)
         logp0 = first.logits[:, -1].float().log_softmax(-1)  # predicts every continuation's first token
         conts = [c for e in batch for c in e.continuations]
         sums = [logp0[i // K, c[0]].item() for i, c in enumerate(conts)]

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from base_bench import scoring
-from base_bench.batching import is_oom, largest_fitting
+from base_bench.batching import attempt, is_oom, largest_fitting
 from base_bench.cli import main
 from fixtures import write_dataset
-from tiny import save_tiny
+from tiny import save_tiny, tiny_model, tiny_tokenizer
 
 
 @pytest.mark.parametrize("limit, upper, expected", [
@@ -76,3 +76,36 @@ def test_auto_on_cpu_uses_the_measured_default(tmp_path):
                  "--out-dir", str(tmp_path / "r"), "--batch-size", "auto"]) == 0
     cfg = json.loads((tmp_path / "r" / "report.json").read_text())["config"]
     assert cfg["batch_size"] == "auto" and cfg["batch_size_used"] == 8
+
+
+def test_attempt_returns_none_only_on_out_of_memory():
+    cpu = torch.device("cpu")
+    assert attempt(lambda: 7, cpu) == 7
+
+    def oom():
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    def other():
+        raise RuntimeError("shape mismatch")
+
+    assert attempt(oom, cpu) is None
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        attempt(other, cpu)
+
+
+def test_out_of_memory_with_a_boolean_logits_to_keep_propagates_and_keeps_the_mode():
+    """An OOM must reach the caller's back-off, not switch the scorer to a slower fallback."""
+    m = tiny_model("llama", tiny_tokenizer())
+    real_forward = m.forward
+
+    def forward(input_ids=None, attention_mask=None, position_ids=None, use_cache=False, logits_to_keep=0):
+        if isinstance(logits_to_keep, torch.Tensor):
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+        return real_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                            use_cache=use_cache, logits_to_keep=logits_to_keep)
+
+    m.forward = forward
+    scorer = scoring.PackedScorer(m)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        scorer([scoring.Encoded("x", (5, 6), ((7, 8), (9,)))])
+    assert scorer.keep_mode == "mask"

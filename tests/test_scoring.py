@@ -140,17 +140,21 @@ def test_highest_mean_wins_and_ties_go_to_the_lowest_index(scores, want):
     assert pick([ChoiceScore(s, n) for s, n in scores]) == want
 
 
+class _Wrapped(torch.nn.Module):
+    """A model inside another module whose `forward` changes what the model is given."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+        self.config = inner.config
+
+
 def test_packing_check_passes_on_real_models_and_fails_on_mask_ignoring_model(model, encoded):
     ok, diff = check_packing(model, encoded[:8])
     assert ok and diff < 1e-3
 
-    class IgnoresMask(torch.nn.Module):
+    class IgnoresMask(_Wrapped):
         """Wraps a model but drops the attention mask and position ids, as some families do."""
-
-        def __init__(self, inner):
-            super().__init__()
-            self.inner = inner
-            self.config = inner.config
 
         def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False, logits_to_keep=0):
             return self.inner(input_ids=input_ids, use_cache=False, logits_to_keep=logits_to_keep)
@@ -175,13 +179,8 @@ def test_packed_handles_single_token_context():
     assert max_abs_diff(PackedScorer(m)([e]), [score_reference(m, e)]) < 1e-4
 
 
-class _IntKeepOnly(torch.nn.Module):
+class _IntKeepOnly(_Wrapped):
     """A model whose `logits_to_keep` takes only an int (older transformers): forces the 'slice' mode."""
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-        self.config = inner.config
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False, logits_to_keep=0):
         if not isinstance(logits_to_keep, int):
