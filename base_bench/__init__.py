@@ -1,8 +1,30 @@
 """base-bench: a runner for BananaMind Base Bench 1.1, a text-completion benchmark for base LMs.
 
-Use it from the command line (`python benchmark.py --help` or `base-bench --help`), or import the
-pieces: `base_bench.dataset` loads and validates items, `base_bench.scoring` scores them with a
-model, `base_bench.elo` turns outcomes into the card's ratings, `base_bench.report` writes files.
+From the command line: `python benchmark.py --help` or `base-bench --help`. From Python, on a model
+that is already loaded (in a notebook, or inside a training job):
+
+    from base_bench import evaluate, BaseBenchError
+    report = evaluate(model, tokenizer)        # the dict report.json holds
+    report["results"]["overall"]["elo"]
+
+`base_bench.integrations.BaseBenchCallback` scores the live model from a transformers Trainer.
+The pieces: `dataset`/`datasource` load and check items, `scoring` scores them, `elo` turns
+outcomes into the card's ratings, `report` builds report.json, `runstore` keeps an out-dir safe.
 """
 
+from .errors import (
+    BaseBenchError, DataError, HubError, ModelError, ReportError, RunError, ScoringError, UsageError,
+)
+
 __version__ = "0.1.0"
+__all__ = ["evaluate", "BaseBenchError", "DataError", "HubError", "ModelError", "ReportError", "RunError",
+           "ScoringError", "UsageError", "__version__"]
+
+
+def __getattr__(name):
+    # `evaluate` imports torch; load it on first use so that `base-bench --help` stays quick.
+    if name == "evaluate":
+        from .evaluation import evaluate
+
+        return evaluate
+    raise AttributeError(f"module 'base_bench' has no attribute {name!r}")

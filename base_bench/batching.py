@@ -81,3 +81,12 @@ def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
         else:
             bad = mid
     return good
+
+
+def auto_batch_size(score: Callable[[list], object], longest_first: list, device) -> int:
+    """`--batch-size auto`: CPU_AUTO on a CPU; on a GPU the largest batch of the longest items for
+    which `score(batch)` does not run out of memory (0 when not even one item fits)."""
+    if device.type not in ("cuda", "mps"):
+        return CPU_AUTO
+    return largest_fitting(lambda n: attempt(lambda: score(longest_first[:n]), device) is not None,
+                           min(len(longest_first), GPU_UPPER))

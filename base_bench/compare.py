@@ -16,88 +16,27 @@ dict, so the terminal, the --json file and the --markdown file always agree. The
 bootstrap of the Elo difference, exact McNemar test) are in `paired.py`; its within-category draws
 and refits are the report's own (`stats.resample_counts`, `elo.fit_elo_many`).
 
-`load_report`, `ReportError`, `display_name` and the no-overwrite helpers are shared with
-`leaderboard.py`.
+Reading reports and writing files safely are `reports_io`'s job.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from . import card
-from .cli import positive_int
+from .cliargs import fail, positive_int
 from .paired import mcnemar_exact, paired_difference
 from .report import md_cell, pct
+from .reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
 from .stats import CONFIDENCE, resample_counts
 
-EXIT_USAGE = 2
 ALPHA = 0.05
 TERMINAL_FLIPS = 10  # flipped items listed per direction on the terminal; the files list them all
-ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
-
-
-class ReportError(Exception):
-    """A run cannot be read or used as asked; nothing was written."""
-
-
-# ---------------------------------------------------------------- reading runs
-
-
-def report_path(run: str | Path) -> Path:
-    """RUN may be a run directory or a report.json file."""
-    p = Path(run).expanduser()
-    return p / "report.json" if p.is_dir() else p
-
-
-def load_report(run: str | Path) -> dict:
-    """Read and sanity-check one report.json; raise ReportError with a one-line reason."""
-    path = report_path(run)
-    if not path.exists():
-        where = f"{run}: no report.json there" if Path(run).is_dir() else f"{run}: no such run directory or file"
-        raise ReportError(where + " (is the run finished?)")
-    try:
-        rep = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: cannot be read ({e.__class__.__name__}: {e})") from None
-    except json.JSONDecodeError as e:
-        raise ReportError(f"{path}: not valid JSON ({e})") from None
-    problem = _report_problem(rep)
-    if problem:
-        raise ReportError(f"{path}: not a usable base-bench report ({problem})")
-    rep["_path"] = str(path)
-    return rep
-
-
-def _report_problem(rep) -> str | None:
-    if not isinstance(rep, dict):
-        return "top level is not an object"
-    if not isinstance(rep.get("data"), dict) or not isinstance(rep["data"].get("sha256"), str):
-        return "no data.sha256"
-    items = rep.get("items")
-    if not isinstance(items, list) or not items:
-        return "no items"
-    for n, it in enumerate(items):
-        missing = [k for k in ITEM_KEYS if not isinstance(it, dict) or k not in it]
-        if missing:
-            return f"item {n} lacks {', '.join(missing)}"
-    ids = [it["id"] for it in items]
-    if len(set(ids)) != len(ids):
-        return "duplicate item ids"
-    return None
-
-
-def display_name(spec: str) -> str:
-    """A model spec as people read it: Hub ids stay, local paths become their last part."""
-    s = str(spec).rstrip("/")
-    if s.startswith(("/", "./", "../", "~")) or s.lower().endswith(".gguf") or "\\" in s or s.count("/") > 1:
-        return Path(s).name or s
-    return s
 
 
 def run_info(rep: dict) -> dict:
@@ -362,25 +301,6 @@ def render_markdown(cmp: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-# ---------------------------------------------------------------- writing files safely
-
-
-def refuse_existing(paths, force: bool) -> None:
-    """ReportError if any output already exists (unless --force) or is a directory."""
-    for p in paths:
-        if p.is_dir():
-            raise ReportError(f"{p} is a directory; give a file name")
-        if p.exists() and not force:
-            raise ReportError(f"{p} already exists; add --force to overwrite it, or pick another name")
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
-    os.replace(tmp, path)
-
-
 # ---------------------------------------------------------------- command line
 
 
@@ -417,8 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             write_atomic(Path(args.markdown).expanduser(), render_markdown(cmp))
             print(f"wrote {args.markdown}")
     except ReportError as exc:
-        print(f"base-bench: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(exc)
     return 0
 
 

@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import card
+from .errors import DataError
 from .records import Item
 
-# SHA-256 of data/test.jsonl as shipped in this repository (base-bench's own 350 items).
+# SHA-256 of the bundled set, base-bench's own 350 items: base_bench/data/test.jsonl inside the
+# package (the repository's data/test.jsonl is a link to it, for `--local-data .`).
 BUNDLED_SHA256 = "986fabb90b3f1b6ff35ba918636a2cb79b3fa09436683ef9732dddcfe6899a0b"
 BUNDLED_NAME = "base-bench bundled set (independently authored, not the official BananaMind data)"
 
@@ -40,10 +42,6 @@ FIELDS = {
     "score_mode": str,
     "tags": list,
 }
-
-
-class DataError(Exception):
-    """The data file cannot be used; the message lists every problem found."""
 
 
 def _is_type(value, types) -> bool:
@@ -138,6 +136,13 @@ class Dataset:
         return "modified"
 
 
+def bundled_path() -> Path:
+    """Where the bundled set lies in this installation (a wheel or a checkout alike)."""
+    from importlib.resources import files
+
+    return Path(str(files("base_bench") / "data" / "test.jsonl"))
+
+
 def sha256_file(path: str | Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -195,5 +200,5 @@ def load_dataset_file(path: str | Path) -> Dataset:
     if not errors and not items:
         errors.append("the file holds no records")
     if errors:
-        raise DataError(f"{path}: {len(errors)} schema error(s):\n  " + "\n  ".join(errors))
+        raise DataError(f"{path}: {len(errors)} schema error(s)", errors)
     return Dataset(str(path), hashlib.sha256(raw).hexdigest(), tuple(items))

@@ -21,10 +21,7 @@ import huggingface_hub
 from huggingface_hub import errors as hf_errors
 
 from . import card
-
-
-class HubError(Exception):
-    """The Hub could not give us what we asked for; the message says what to do instead."""
+from .errors import HubError
 
 
 LOCAL_HINT = (

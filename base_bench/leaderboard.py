@@ -27,7 +27,8 @@ import sys
 from pathlib import Path
 
 from . import card, plots
-from .compare import EXIT_USAGE, ReportError, display_name, load_report, refuse_existing, write_atomic
+from .cliargs import fail
+from .reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
 from .report import pct
 
 GROUPING_NOTE = ("Runs on different data files (different data SHA-256) are never ranked together: each data "
@@ -277,8 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         write_atomic(out / "leaderboard.md", render_markdown(board, names))
         write_atomic(out / "leaderboard.html", render_html(board, pngs))
     except ReportError as exc:
-        print(f"base-bench: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return fail(exc)
     print("\n".join(summary_lines(board)))
     print(f"wrote {out}/leaderboard.md, {out}/leaderboard.html and {2 * len(names)} PNG plot(s)")
     return 0

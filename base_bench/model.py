@@ -17,13 +17,10 @@ from pathlib import Path
 
 import torch
 
+from .errors import ModelError
 from .hub import download_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-class ModelError(Exception):
-    """The model or device cannot be used; the message says why in a line."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -61,7 +58,8 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    return {v: k for k, v in DTYPES.items()}[dtype]
+    """'float32', 'bfloat16', ... as the flags and report.json spell them."""
+    return str(dtype).removeprefix("torch.")
 
 
 @dataclass
@@ -153,13 +151,97 @@ def load_located(located: Located, device, dtype) -> Loaded:
         msg = text.splitlines()[0] if text else type(exc).__name__
         raise ModelError(f"could not load model {located.spec}: {msg[:300]}") from None
     model.to(device).eval()
-    info = dict(located.info)
-    info["model_type"] = getattr(model.config, "model_type", None)
-    info["n_parameters"] = sum(p.numel() for p in model.parameters())
-    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}  # tied weights count once
-    info["bytes_in_memory"] = sum(t.numel() * t.element_size() for t in tensors.values())
-    return Loaded(model, tokenizer, info)
+    return Loaded(model, tokenizer, dict(located.info))
 
 
 def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False) -> Loaded:
     return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype)
+
+
+# ---------------------------------------------------------------- a model already in memory
+
+
+def unwrap(model):
+    """The transformers model inside a DistributedDataParallel or FSDP1 wrapper (forward still goes
+    through the wrapper, which gathers the shards)."""
+    while type(model).__name__ in ("DistributedDataParallel", "FullyShardedDataParallel") and hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+def check_causal_lm(model) -> None:
+    """Raise ModelError unless `model` (unwrapped) is a decoder-only transformers LM with its head."""
+    if not isinstance(model, torch.nn.Module):
+        raise ModelError(f"model must be a loaded transformers causal LM (a torch.nn.Module), not {type(model).__name__}")
+    name = type(model).__name__
+    cfg = getattr(model, "config", None)
+    if cfg is None or not hasattr(model, "get_output_embeddings"):
+        raise ModelError(f"{name} is not a transformers model; load one with AutoModelForCausalLM.from_pretrained")
+    if getattr(cfg, "is_encoder_decoder", False):
+        raise ModelError(f"{name} is an encoder-decoder model; the benchmark scores decoder-only causal LMs")
+    if model.get_output_embeddings() is None:
+        raise ModelError(f"{name} has no language-model head; load it with AutoModelForCausalLM, not AutoModel")
+    causal = name.endswith(("ForCausalLM", "LMHeadModel")) or name in _causal_lm_classes()
+    if not causal and not (hasattr(model, "can_generate") and model.can_generate()):
+        raise ModelError(f"{name} is not a causal LM (it cannot score continuations left to right); "
+                         "load the model with AutoModelForCausalLM")
+
+
+def _causal_lm_classes() -> set[str]:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return {v for v in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values() if isinstance(v, str)}
+
+
+def model_dtype(model) -> torch.dtype:
+    """The dtype the weights are in: that of the input embeddings (the first floating tensor otherwise)."""
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if emb is not None and getattr(emb, "weight", None) is not None:
+        return emb.weight.dtype
+    return next(p.dtype for p in model.parameters() if p.is_floating_point())
+
+
+def model_size(model) -> dict:
+    """Parameter count and the bytes of parameters and buffers, each tensor counted once (tied weights)."""
+    tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return {"n_parameters": sum(p.numel() for p in model.parameters()),
+            "bytes_in_memory": sum(t.numel() * t.element_size() for t in tensors.values())}
+
+
+def weights_fingerprint(model) -> str:
+    """A short hash that changes when any weight changes, computed without copying the model.
+
+    Tensors on the CPU are hashed byte for byte (zero-copy views). Tensors elsewhere (a GPU) are
+    summarized on their device, with no full-size temporary: the float64 sum and L2 norm, and 256
+    evenly spaced elements. A training step moves every sum, so two steps never share a fingerprint.
+    """
+    h = hashlib.sha256()
+    named = dict(model.named_parameters())
+    named.update(model.named_buffers())
+    for name in sorted(named):
+        t = named[name].detach()
+        if hasattr(t, "to_local"):  # a DTensor (FSDP2): this rank's shard
+            t = t.to_local()
+        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}\n".encode())
+        if t.device.type == "meta" or t.numel() == 0:
+            continue
+        if t.device.type == "cpu":
+            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
+        else:
+            flat = t.reshape(-1)
+            idx = torch.linspace(0, flat.numel() - 1, min(256, flat.numel()), device=t.device).long()
+            stats = torch.stack([flat.sum(dtype=torch.float64), torch.linalg.vector_norm(flat, dtype=torch.float64)])
+            h.update(stats.cpu().numpy().tobytes())
+            h.update(flat[idx].to(torch.float64).cpu().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """A short hash of what the tokenizer does: its serialized fast tokenizer, else its vocabulary."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        text = backend.to_str()
+    else:
+        vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+        text = type(tokenizer).__name__ + repr(sorted(vocab.items()))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

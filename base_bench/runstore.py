@@ -1,10 +1,9 @@
 """The run directory: what is finished, what it was computed with, and writing it safely.
 
     store = RunStore(out_dir)
-    store.holds_run()                    # any of the four run files present?
-    store.check_signature(signature)     # on --resume: raise RunError naming what differs
-    done = store.load_partial()          # finished ItemResults; a torn last line is dropped
-    store.start(signature, settings)     # new run: write run_config.json
+    store.check(signature, resume)       # read-only: may a run start (or resume) here? RunError if not
+    done = store.begin(signature, settings, resume)   # the same check, then finished ItemResults
+                                                      # (resume) or a new run_config.json
     store.append(result)                 # one line, flushed and fsynced, per finished item
     store.write_text("report.json", s)   # atomic replace
 
@@ -20,15 +19,13 @@ import json
 import os
 from pathlib import Path
 
+from .errors import RunError
 from .records import ItemResult
+from .reports_io import write_atomic
 
 RUN_FILES = ("report.json", "predictions.md", "partial_results.jsonl", "run_config.json")
 PARTIAL = "partial_results.jsonl"
 CONFIG = "run_config.json"
-
-
-class RunError(Exception):
-    """The out-dir cannot be used as asked; nothing in it was changed."""
 
 
 def signature_hash(signature: dict) -> str:
@@ -60,6 +57,26 @@ class RunStore:
 
     def holds_run(self) -> bool:
         return any(self.path(n).exists() for n in RUN_FILES)
+
+    def check(self, signature: dict, resume: bool) -> None:
+        """Raise RunError unless a run with `signature` may start here (or, with `resume`, continue
+        the one here). Reads only; call it before loading a model, to fail fast."""
+        if self.dir.exists() and not self.dir.is_dir():
+            raise RunError(f"out-dir {self.dir} is a file, not a directory")
+        if not self.holds_run():
+            return
+        if not resume:
+            raise RunError(f"{self.dir} already holds a run; continue it with --resume (resume=True in Python), "
+                           "or pick another out-dir")
+        self.check_signature(signature)
+
+    def begin(self, signature: dict, settings: dict, resume: bool) -> dict[str, ItemResult]:
+        """Check as `check` does, then return the finished results (resume) or start a new run."""
+        self.check(signature, resume)
+        done = self.load_partial() if resume else {}
+        if self.read_config() is None:
+            self.start(signature, settings)
+        return done
 
     def read_config(self) -> dict | None:
         p = self.path(CONFIG)
@@ -124,10 +141,4 @@ class RunStore:
 
     def write_text(self, name: str, text: str) -> None:
         """Write via a temporary file and rename, so a crash never leaves half a file."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path(name + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path(name))
+        write_atomic(self.path(name), text)

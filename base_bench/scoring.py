@@ -47,6 +47,7 @@ from typing import Sequence
 import torch
 
 from .batching import is_oom
+from .errors import ScoringError
 from .records import ChoiceScore, Item
 
 
@@ -61,10 +62,6 @@ class Encoded:
     def packed_length(self) -> int:
         """Tokens a packed row feeds the model: the context, and each continuation but its last token."""
         return len(self.context) + sum(len(c) - 1 for c in self.continuations)
-
-
-class ScoringError(Exception):
-    """An item cannot be scored under the contract (for example a continuation longer than the window)."""
 
 
 def encode_item(tokenizer, item: Item, add_bos: bool = False, window: int | None = None) -> Encoded:
@@ -108,7 +105,7 @@ def _device(model) -> torch.device:
     return next(model.parameters()).device
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def score_reference(model, enc: Encoded) -> list[ChoiceScore]:
     """The card, literally: one forward pass per choice over context + continuation, no padding."""
     dev = _device(model)
@@ -216,7 +213,7 @@ class PlainScorer(_BatchScorer):
 
     name = "plain"
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
         rows = [(e, c) for e in batch for c in e.continuations]
         T = max(len(e.context) + len(c) - 1 for e, c in rows)
@@ -241,7 +238,7 @@ class PackedScorer(_BatchScorer):
 
     name = "packed"
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
         B = len(batch)
         T = max(e.packed_length for e in batch)
@@ -287,7 +284,7 @@ class CachedScorer(_BatchScorer):
 
     name = "kv-cache"
 
-    @torch.inference_mode()
+    @torch.no_grad()
     def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
         B = len(batch)
         K = len(batch[0].continuations)

@@ -1,0 +1,57 @@
+"""The one exception family of base-bench.
+
+    from base_bench import BaseBenchError
+    try:
+        report = evaluate(model, tokenizer)
+    except BaseBenchError as exc:
+        print(exc)          # one line that says what is wrong and what to do
+
+Every error a user can cause is a subclass, raised `from None` so that no chained traceback hides
+the message: bad data (DataError), a model or tokenizer that cannot be scored (ModelError), an
+item that cannot be scored under the contract (ScoringError), a refused download (HubError), an
+out-dir that would be overwritten or does not match (RunError), an unreadable report (ReportError),
+an argument out of range (UsageError). Anything else that escapes is a bug in base-bench. The
+classes live here, in a module that imports nothing, so `import base_bench` stays light.
+"""
+
+
+class BaseBenchError(Exception):
+    """Something the user can fix; the message says what, in a line."""
+
+
+class UsageError(BaseBenchError):
+    """An argument that cannot be used as given (a limit below 1, an unknown batch size...)."""
+
+
+class DataError(BaseBenchError):
+    """The data file cannot be used. The message is one line naming the first problems; `problems`
+    lists every one."""
+
+    SHOWN = 10
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        self.problems = list(problems or [])
+        if self.problems:
+            more = len(self.problems) - self.SHOWN
+            message += ": " + "; ".join(self.problems[: self.SHOWN]) + (f"; … and {more} more" if more > 0 else "")
+        super().__init__(message)
+
+
+class ModelError(BaseBenchError):
+    """The model, its tokenizer or the device cannot be used; the message says why in a line."""
+
+
+class ScoringError(BaseBenchError):
+    """An item cannot be scored under the contract (for example a continuation longer than the window)."""
+
+
+class HubError(BaseBenchError):
+    """The Hub could not give us what we asked for; the message says what to do instead."""
+
+
+class RunError(BaseBenchError):
+    """The out-dir cannot be used as asked; nothing in it was changed."""
+
+
+class ReportError(BaseBenchError):
+    """A run cannot be read or used as asked; nothing was written."""

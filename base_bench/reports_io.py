@@ -1,0 +1,93 @@
+"""Reading finished runs back, and writing result files so that a crash never leaves half of one.
+
+    rep = load_report("runs/my-run")          # or ".../report.json"; ReportError says why not
+    refuse_existing([out / "x.md"], force)    # never overwrite without --force
+    write_atomic(out / "x.md", text)          # temp file, fsync, rename
+
+`compare`, `leaderboard`, `trajectory` and the run store all read and write through here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from .errors import ReportError
+
+ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
+
+
+def report_path(run: str | Path) -> Path:
+    """RUN may be a run directory or a report.json file."""
+    p = Path(run).expanduser()
+    return p / "report.json" if p.is_dir() else p
+
+
+def load_report(run: str | Path) -> dict:
+    """Read and sanity-check one report.json; raise ReportError with a one-line reason."""
+    path = report_path(run)
+    if not path.exists():
+        where = f"{run}: no report.json there" if Path(run).is_dir() else f"{run}: no such run directory or file"
+        raise ReportError(where + " (is the run finished?)")
+    try:
+        rep = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ReportError(f"{path}: cannot be read ({e.__class__.__name__}: {e})") from None
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: not valid JSON ({e})") from None
+    problem = _report_problem(rep)
+    if problem:
+        raise ReportError(f"{path}: not a usable base-bench report ({problem})")
+    rep["_path"] = str(path)
+    return rep
+
+
+def _report_problem(rep) -> str | None:
+    if not isinstance(rep, dict):
+        return "top level is not an object"
+    if not isinstance(rep.get("data"), dict) or not isinstance(rep["data"].get("sha256"), str):
+        return "no data.sha256"
+    items = rep.get("items")
+    if not isinstance(items, list) or not items:
+        return "no items"
+    for n, it in enumerate(items):
+        missing = [k for k in ITEM_KEYS if not isinstance(it, dict) or k not in it]
+        if missing:
+            return f"item {n} lacks {', '.join(missing)}"
+    ids = [it["id"] for it in items]
+    if len(set(ids)) != len(ids):
+        return "duplicate item ids"
+    return None
+
+
+def display_name(spec: str) -> str:
+    """A model spec as people read it: Hub ids stay, local paths become their last part."""
+    s = str(spec).rstrip("/")
+    if s.startswith(("/", "./", "../", "~")) or s.lower().endswith(".gguf") or "\\" in s or s.count("/") > 1:
+        return Path(s).name or s
+    return s
+
+
+def refuse_existing(paths, force: bool) -> None:
+    """ReportError if any output already exists (unless --force) or is a directory."""
+    for p in paths:
+        if p.is_dir():
+            raise ReportError(f"{p} is a directory; give a file name")
+        if p.exists() and not force:
+            raise ReportError(f"{p} already exists; add --force to overwrite it, or pick another name")
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Write `data` to a temporary file beside `path`, fsync it, and rename it over `path`.
+
+    A reader (or a crash) sees the old file or the new one, never a part of either.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
