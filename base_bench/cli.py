@@ -21,7 +21,7 @@ from . import __version__, card
 from .cliargs import fail, positive_int
 from .errors import BaseBenchError
 
-SUBCOMMANDS = ("compare", "leaderboard")
+SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
 
 
 def _batch_size(text):
@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         "fitted to one Overall Elo.",
         epilog="other commands (each has its own --help):\n"
                "  base-bench compare RUN_A RUN_B      is B really better than A (same items)?\n"
-               "  base-bench leaderboard RUN_DIR...   rank finished runs, with tables and plots",
+               "  base-bench leaderboard RUN_DIR...   rank finished runs, with tables and plots\n"
+               "  base-bench trajectory DIR           Elo over training, from BaseBenchCallback's reports",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, metavar="MODEL",

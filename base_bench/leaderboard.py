@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import card, plots
 from .cliargs import fail
-from .reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
+from .reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
 from .report import pct
 
 GROUPING_NOTE = ("Runs on different data files (different data SHA-256) are never ranked together: each data "
@@ -185,22 +185,10 @@ def render_markdown(board: dict, images: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
-CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:14px}
-th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
-td:nth-child(2),th:nth-child(2){text-align:left}
-th{background:#f3f3f3}
-img{max-width:100%;display:block;margin:1em 0}
-.note{color:#555}
-code{font-size:12px}"""
-
-
 def render_html(board: dict, pngs: list[dict]) -> str:
     """Self-contained HTML: `pngs` holds {"category": bytes, "calibration": bytes} per group."""
     e = html.escape
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{e(board['benchmark'])} leaderboard</title><style>{CSS}</style></head><body>",
-           f"<h1>{e(board['benchmark'])} leaderboard</h1>", f"<p class=\"note\">{e(grouping_sentence(board))}</p>"]
+    out = [f"<h1>{e(board['benchmark'])} leaderboard</h1>", f"<p class=\"note\">{e(grouping_sentence(board))}</p>"]
     for i, (g, png) in enumerate(zip(board["groups"], pngs)):
         head, rows = table_cells(g)
         out += [f"<h2>{e(group_title(i, g))}</h2>", f"<p class=\"note\">Full data SHA-256: <code>{e(g['data_sha256'])}</code></p>",
@@ -216,8 +204,8 @@ def render_html(board: dict, pngs: list[dict]) -> str:
     out += ["<p class=\"note\">Elo intervals are read from the reports (n/a where a report has none). The calibration "
             "plot bins items by item Elo and draws each bin's observed accuracy (Wilson 95% bars) against "
             "1/(1+10<sup>(e−R)/400</sup>) at the run's Overall Elo R: points far from the curve mean one rating "
-            "does not describe the model well.</p>", "</body></html>"]
-    return "\n".join(out) + "\n"
+            "does not describe the model well.</p>"]
+    return html_page(f"{board['benchmark']} leaderboard", out)
 
 
 def summary_lines(board: dict) -> list[str]:

@@ -2,6 +2,7 @@
 
     png = category_elo_png(reports, labels)                  # Overall + category Elo, one colour per run
     png = calibration_png(reports, labels, path="cal.png")   # observed accuracy by item Elo vs the Elo curve
+    png = trajectory_png(steps, reports)                     # Elo against training step, 95% bands
 
 Each function takes a list of report dicts (as loaded from report.json) and optional display
 labels, returns the PNG bytes, and also writes them to `path` when one is given. Figures have a
@@ -243,4 +244,67 @@ def calibration_png(reports: Sequence[dict], labels: Sequence[str] | None = None
     fig.suptitle("Calibration: observed accuracy by item Elo vs one Overall Elo", fontsize=11)
     if handles:
         fig.legend(handles=handles, loc="outside lower center", ncols=3, fontsize=8, frameon=False)
+    return _png(fig, path)
+
+
+# ---------------------------------------------------------------- Elo over training
+
+TRAJECTORY_SIZE = (12 * DPI, 9 * DPI)
+
+
+def elo_band(block: dict) -> tuple[float, float] | None:
+    """(low, high) of the 95% band drawn around an Elo: elo_ci95, else ± 1.96 × elo_se."""
+    e = elo_error(block)
+    return None if e is None else (block["elo"] - e[0], block["elo"] + e[1])
+
+
+def _line_with_band(ax, steps, blocks, colour, label, width, alpha):
+    pts = [(s, b) for s, b in zip(steps, blocks) if b.get("elo") is not None]
+    xs, ys = [s for s, _ in pts], [b["elo"] for _, b in pts]
+    ax.plot(xs, ys, "-o", color=colour, linewidth=width, markersize=3 + width, label=label)
+    bands = [(s, elo_band(b)) for s, b in pts if elo_band(b) is not None]
+    if bands:
+        ax.fill_between([s for s, _ in bands], [lo for _, (lo, _) in bands], [hi for _, (_, hi) in bands],
+                        color=colour, alpha=alpha, linewidth=0)
+
+
+def trajectory_png(steps: Sequence[int], reports: Sequence[dict], title: str = "",
+                   path: str | Path | None = None) -> bytes:
+    """Elo against training step: the Overall Elo with its 95% band across the top, then one small
+    panel per category (its Elo and band, with the Overall line faint for reference), sharing the
+    y axis so that categories compare at a glance."""
+    w, h = TRAJECTORY_SIZE
+    fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
+    cats = category_rows(reports)
+    ncols = 4
+    nrows = 1 + math.ceil(len(cats) / ncols)
+    grid = fig.add_gridspec(nrows, ncols, height_ratios=[1.5] + [1] * (nrows - 1))
+    results = [r.get("results") or {} for r in reports]
+    overall = [res.get("overall") or {} for res in results]
+    top = fig.add_subplot(grid[0, :])
+    _line_with_band(top, steps, overall, "0.15", "Overall Elo", 2.2, 0.18)
+    top.set_ylabel("Overall Elo")
+    top.set_title("Overall Elo (band: 95% bootstrap interval)", fontsize=10, loc="left")
+    panels = [top]
+    first = None
+    for j, cat in enumerate(cats):
+        ax = fig.add_subplot(grid[1 + j // ncols, j % ncols], sharex=top, sharey=first)
+        first = first or ax
+        ys = [b.get("elo") for b in overall]
+        ax.plot(steps, ys, color="0.6", linewidth=1, linestyle="--")
+        _line_with_band(ax, steps, [(res.get("categories") or {}).get(cat, {}) for res in results], _colour(j),
+                        cat, 1.6, 0.15)
+        ax.set_title(cat.replace("_", " "), fontsize=9, loc="left")
+        if j % ncols == 0:
+            ax.set_ylabel("category Elo")
+        if j // ncols == nrows - 2 or j + ncols >= len(cats):
+            ax.set_xlabel("training step")
+        panels.append(ax)
+    for ax in panels:
+        ax.grid(color="0.92")
+        ax.set_axisbelow(True)
+        ax.tick_params(labelsize=8)
+    if len(steps) <= 12:
+        top.set_xticks(list(steps))
+    fig.suptitle((title or "Elo over training") + "\n(category panels: dashed = Overall Elo)", fontsize=11)
     return _png(fig, path)

@@ -187,6 +187,7 @@ def render_markdown(report: dict) -> str:
         f"Model: `{cfg['model']['spec']}` (revision {cfg['model'].get('revision') or 'n/a'}), device {cfg['device']}, "
         f"dtype {cfg['dtype']}, add_bos {cfg['add_bos']}, batch size {cfg['batch_size']}, scorer {cfg['scorer']}, "
         f"base-bench {cfg['runner_version']}.",
+        *([f"Training step {report['training_step']}."] if "training_step" in report else []),
         "",
         f"## Overall Elo {_elo_text(o, '.1f')}",
         "",

@@ -4,11 +4,13 @@
     refuse_existing([out / "x.md"], force)    # never overwrite without --force
     write_atomic(out / "x.md", text)          # temp file, fsync, rename
 
-`compare`, `leaderboard`, `trajectory` and the run store all read and write through here.
+`compare`, `leaderboard`, `trajectory` and the run store all read and write through here, and the
+HTML pages share `html_page`.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
@@ -91,3 +93,20 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+PAGE_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:1em 0;font-size:14px}
+th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
+td:nth-child(2),th:nth-child(2){text-align:left}
+th{background:#f3f3f3}
+img{max-width:100%;display:block;margin:1em 0}
+.note{color:#555}
+code{font-size:12px}"""
+
+
+def html_page(title: str, body: list[str]) -> str:
+    """A self-contained HTML page (inline style; images are inlined by the caller) around `body`."""
+    head = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head><body>"]
+    return "\n".join(head + list(body) + ["</body></html>"]) + "\n"

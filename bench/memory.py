@@ -1,6 +1,7 @@
 """Peak resident memory of a real base-bench run, against the size of the model it loaded.
 
     python bench/memory.py --model PATH.gguf [--out-dir runs/memory] [-- extra base-bench flags]
+    python bench/memory.py --model PATH.gguf --api [--threads 2] [--batch-size 8]
 
 Runs `python benchmark.py --local-data . --device cpu --model MODEL ...` as a child process, so the
 measurement covers everything a user's run does (imports, model load, tokenization, scoring,
@@ -8,6 +9,12 @@ reports), and reads the child's peak RSS from getrusage. The model's size is the
 parameters and buffers as loaded (`config.model.bytes_in_memory` in report.json; for a GGUF file
 that is the dequantized model, larger than the file). Prints one line and exits 1 if the peak is
 above model size + 1.5 GB, the budget the speed issue sets.
+
+With --api it measures what `base_bench.evaluate` adds to a process that already holds the model,
+as in a training job: the model is loaded in this process, the peak-RSS mark is reset
+(/proc/self/clear_refs), `evaluate` scores the whole bundled set, and the new peak minus the RSS
+before the call is the extra memory. For scale it also measures, the same way, one forward pass of
+the first (longest) batch alone: "about one batch's activations" means the two are close. Linux only.
 """
 
 from __future__ import annotations
@@ -24,12 +31,64 @@ ROOT = Path(__file__).resolve().parents[1]
 BUDGET_OVER_MODEL = 1.5e9
 
 
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _extra_peak(fn) -> tuple[float, object]:
+    """(peak RSS during fn() minus RSS before it, in bytes; fn's result)."""
+    import gc
+
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM (peak RSS) to the current RSS
+    before = _status_kb("VmRSS")
+    out = fn()
+    return (_status_kb("VmHWM") - before) * 1024, out
+
+
+def api(args) -> int:
+    import torch
+
+    sys.path.insert(0, str(ROOT))
+    from base_bench import evaluate
+    from base_bench.model import load_model, model_size
+    from base_bench.scoring import PackedScorer, encode_item, length_order, model_window
+    from base_bench.datasource import open_data
+
+    torch.set_num_threads(args.threads)
+    loaded = load_model(args.model, torch.device("cpu"), torch.float32)
+    model, tok = loaded.model, loaded.tokenizer
+    items = open_data(None).dataset.items
+    encs = [encode_item(tok, it, window=model_window(model, tok)) for it in items]
+    first = [encs[i] for i in length_order(encs)[: args.batch_size]]
+    one_batch, _ = _extra_peak(lambda: PackedScorer(model, tok.pad_token_id or 0)(first))
+    t = time.perf_counter()
+    extra, rep = _extra_peak(lambda: evaluate(model, tok, batch_size=args.batch_size, progress=False))
+    wall = time.perf_counter() - t
+    size = model_size(model)["bytes_in_memory"]
+    print(f"memory --api: evaluate() on {len(rep['items'])} items, batch {args.batch_size}, {args.threads} threads, "
+          f"{wall:.0f} s; model {size / 1e9:.2f} GB in memory")
+    print(f"  extra peak RSS during evaluate(): {extra / 1e6:.0f} MB")
+    print(f"  extra peak RSS of one forward of the longest batch ({len(first)} items, "
+          f"{max(e.packed_length for e in first)} tokens per row): {one_batch / 1e6:.0f} MB")
+    print(f"  ratio: {extra / max(one_batch, 1):.2f}; extra as a share of the model: {extra / size:.1%}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True)
+    p.add_argument("--api", action="store_true", help="measure evaluate() in this process instead of a CLI run")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--out-dir", default=str(ROOT / "runs" / f"memory-{time.strftime('%Y%m%d-%H%M%S')}"))
     p.add_argument("extra", nargs="*", help="more base-bench flags, after --")
     args = p.parse_args(argv)
+    if args.api:
+        return api(args)
     cmd = [sys.executable, str(ROOT / "benchmark.py"), "--local-data", str(ROOT), "--device", "cpu",
            "--model", args.model, "--out-dir", args.out_dir, *args.extra]
     t = time.perf_counter()

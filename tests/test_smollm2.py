@@ -54,13 +54,33 @@ def test_batched_scores_equal_unbatched_loop(smol):
             assert [pick(g) for g in got] == [pick(r) for r in ref]
 
 
-def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
-    whole = tmp_path / "whole"
-    p = cli("--limit", 24, "--out-dir", whole)
-    out, err = p.communicate(timeout=900)
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """An uninterrupted CLI run on the first 24 items."""
+    out = tmp_path_factory.mktemp("cli") / "whole"
+    p = cli("--limit", 24, "--out-dir", out)
+    _, err = p.communicate(timeout=900)
     assert p.returncode == 0, err[-2000:]
-    assert sorted(x.name for x in whole.iterdir()) == [
+    assert sorted(x.name for x in out.iterdir()) == [
         "partial_results.jsonl", "predictions.md", "report.json", "run_config.json"]
+    return out
+
+
+def test_api_equals_cli(smol, whole):
+    """base_bench.evaluate on the model in memory gives the CLI's numbers."""
+    from base_bench import evaluate
+
+    cli_rep = json.loads((whole / "report.json").read_text())
+    api_rep = evaluate(smol.model, smol.tokenizer, ROOT, limit=24, progress=False)
+    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(cli_rep["items"], api_rep["items"])
+                for x, y in zip(i["choices"], j["choices"]))
+    assert worst < 1e-4
+    assert abs(api_rep["results"]["overall"]["elo"] - cli_rep["results"]["overall"]["elo"]) < 0.01
+    assert [i["prediction"] for i in api_rep["items"]] == [i["prediction"] for i in cli_rep["items"]]
+    assert api_rep["data"] == cli_rep["data"]
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path, whole):
 
     killed = tmp_path / "killed"
     p = cli("--limit", 24, "--batch-size", 1, "--out-dir", killed)

@@ -1,0 +1,7 @@
+"""`python -m base_bench ...` is `base-bench ...` (and `python benchmark.py ...`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

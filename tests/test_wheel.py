@@ -1,0 +1,54 @@
+"""A plain wheel install finds the bundled set: build the wheel, install it into a fresh venv, and
+run `evaluate(model, tokenizer)` there with data=None, away from this checkout."""
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    import base_bench
+    from base_bench import evaluate
+    from base_bench.dataset import BUNDLED_SHA256
+    sys.path.insert(0, {tests!r})
+    from tiny import tiny_model, tiny_tokenizer
+    assert "site-packages" in base_bench.__file__ and {root!r} not in base_bench.__file__, base_bench.__file__
+    tok = tiny_tokenizer()
+    rep = evaluate(tiny_model("llama", tok), tok, limit=3, progress=False)
+    assert rep["data"]["source"] == "bundled" and rep["data"]["sha256"] == BUNDLED_SHA256, rep["data"]
+    assert Path(rep["data"]["path"]).is_file() and Path(rep["data"]["path"]).is_relative_to(
+        Path(base_bench.__file__).parent), rep["data"]["path"]
+    print("OK", rep["data"]["path"])
+""")
+
+
+def test_wheel_install_carries_the_bundled_set(tmp_path):
+    dist, src = tmp_path / "dist", tmp_path / "src"
+    # a clean copy of the source: a build/ folder left in the checkout would hide a missing data file
+    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "runs", "*.egg-info", "__pycache__", ".pytest_cache"))
+    # --no-build-isolation: build with this environment's setuptools, so no download is needed
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
+                    str(src)], check=True, cwd=tmp_path, capture_output=True)
+    wheel = next(dist.glob("base_bench-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    py = env_dir / "bin" / "python"
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
+                   capture_output=True)
+    # Its dependencies (torch, transformers...) come from this environment, appended after the
+    # fresh venv's own site-packages, so base_bench itself can only come from the wheel.
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    out = subprocess.run([py, "-c", SCRIPT.format(tests=str(ROOT / "tests"), root=str(ROOT))],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "\nOK " in out.stdout and "site-packages/base_bench/data/test.jsonl" in out.stdout
