@@ -204,8 +204,8 @@ def test_hf_token_alone_when_it_works(fake_hub, hf_home, monkeypatch):
 @pytest.mark.parametrize("chunk", [None, 16 << 10], ids=["default-chunk-restart", "small-chunk-range-resume"])
 def test_a_cut_once_is_retried_and_the_file_is_complete(fake_hub, hf_home, monkeypatch, retry_waits, served, chunk):
     """huggingface_hub writes a download in DOWNLOAD_CHUNK_SIZE (10 MB) pieces and resumes from the
-    last piece written: a 187 kB file cut halfway is fetched again from byte 0; with 16 kB pieces
-    (as for any file over 10 MB) the retry asks for the rest with a Range header."""
+    last piece written: a data file (the card's is 187 kB) cut halfway is fetched again from byte 0;
+    with 16 kB pieces (as for any file over 10 MB) the retry asks for the rest with a Range header."""
     if chunk:
         monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", chunk)
     monkeypatch.setenv("HF_TOKEN", GRANTED)
