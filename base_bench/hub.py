@@ -66,18 +66,49 @@ def token_candidates(
             yield "prompt", typed
 
 
+def _names(exc: BaseException) -> set[str]:
+    # By class name, so that the checks hold whichever HTTP library huggingface_hub uses (httpx2, requests).
+    return {c.__name__ for c in type(exc).__mro__}
+
+
+def _cut_short(exc: BaseException) -> bool:
+    """The connection dropped in the middle of a file (huggingface_hub retries this itself first)."""
+    if _names(exc) & {"RemoteProtocolError", "ReadError", "ChunkedEncodingError", "IncompleteRead"}:
+        return True
+    return isinstance(exc, OSError) and "Consistency check failed" in str(exc)
+
+
 def _unreachable(exc: BaseException) -> bool:
     if isinstance(exc, (hf_errors.OfflineModeIsEnabled, hf_errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
         return True
-    name = type(exc).__name__
-    return name in {"ConnectError", "ConnectTimeout", "ReadTimeout", "NetworkError", "ProxyError"}
+    return bool(_names(exc) & {"ConnectError", "ConnectTimeout", "ReadTimeout", "NetworkError", "ProxyError"})
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(getattr(exc, "response", None), "status_code", None)
 
 
 def _refused(exc: BaseException) -> bool:
     if isinstance(exc, (hf_errors.GatedRepoError, hf_errors.RepositoryNotFoundError)):
         return True
-    resp = getattr(exc, "response", None)
-    return getattr(resp, "status_code", None) in (401, 403)
+    return _status(exc) in (401, 403)
+
+
+def _why_refused(source: str, exc: BaseException) -> str:
+    """One short reason per token tried; built from the source's name and the status, never the token."""
+    status = _status(exc)
+    if source == "anonymous":
+        return "no token: HF_TOKEN is not set and no `hf auth login` token is saved"
+    if status == 403:
+        return f"{source}: its account has not been granted access (403)"
+    if status == 401:
+        return f"{source}: the Hub does not accept this token (401: invalid or expired)"
+    return f"{source}: refused ({status or type(exc).__name__})"
+
+
+def _cut_message(what: str, exc: BaseException) -> str:
+    return (f"the download of {what} was cut off before the end of the file, also on huggingface_hub's retries "
+            f"({type(exc).__name__}); nothing incomplete was kept in the cache, so running again starts afresh")
 
 
 def fetch_official_data(
@@ -86,7 +117,7 @@ def fetch_official_data(
     isatty: Callable[[], bool] = lambda: sys.stdin.isatty(),
 ) -> tuple[str, str | None]:
     """Download the card's data file; return (local path, the token that worked)."""
-    tried = []
+    reasons = []
     for source, token in token_candidates(prompt, isatty):
         try:
             path = huggingface_hub.hf_hub_download(
@@ -95,16 +126,18 @@ def fetch_official_data(
             )
             return path, token
         except Exception as exc:  # noqa: BLE001 - sorted into clear messages below
+            if _cut_short(exc):
+                raise HubError(f"{_cut_message(f'{card.HUB_DATA_FILE} from {card.HUB_DATASET}', exc)}. {LOCAL_HINT}") from None
             if _unreachable(exc):
                 raise HubError(f"cannot reach the Hugging Face Hub to fetch {card.HUB_DATASET}. {LOCAL_HINT}") from None
             if _refused(exc):
-                tried.append(source)
+                reasons.append(_why_refused(source, exc))
                 continue
             raise HubError(f"fetching {card.HUB_DATASET} failed ({type(exc).__name__}). {LOCAL_HINT}") from None
-    what = ", ".join(tried) if tried else "no token"
     raise HubError(
-        f"access to the gated dataset {card.HUB_DATASET} was refused (tried: {what}). Accept its terms at "
-        f"https://huggingface.co/datasets/{card.HUB_DATASET} and set HF_TOKEN or run `hf auth login`. {LOCAL_HINT}"
+        f"access to the gated dataset {card.HUB_DATASET} was refused ({'; '.join(reasons) or 'no token tried'}). "
+        f"Log in with `hf auth login` or set HF_TOKEN, with an account that has accepted the dataset's terms at "
+        f"https://huggingface.co/datasets/{card.HUB_DATASET}. {LOCAL_HINT}"
     )
 
 
@@ -113,18 +146,22 @@ WEIGHT_IGNORE = ["*.msgpack", "*.h5", "*.ot", "*.onnx", "*.gguf", "*.pth", "orig
 
 def download_model(repo_id: str, revision: str | None = None, token: str | None = None) -> tuple[str, str]:
     """Fetch a model repo snapshot (safetensors preferred); return (local dir, commit sha)."""
-    tok = token if token is not None else None
     try:
-        files = huggingface_hub.list_repo_files(repo_id, revision=revision, token=tok)
+        files = huggingface_hub.list_repo_files(repo_id, revision=revision, token=token)
         ignore = list(WEIGHT_IGNORE)
         if any(f.endswith(".safetensors") for f in files):
             ignore.append("*.bin")
-        local = huggingface_hub.snapshot_download(repo_id, revision=revision, token=tok, ignore_patterns=ignore)
+        local = huggingface_hub.snapshot_download(repo_id, revision=revision, token=token, ignore_patterns=ignore)
     except Exception as exc:  # noqa: BLE001
+        if _cut_short(exc):
+            raise HubError(_cut_message(f"model {repo_id}", exc)) from None
         if _unreachable(exc):
             raise HubError(f"cannot reach the Hugging Face Hub to download model {repo_id}; pass a local directory or .gguf file instead") from None
         if isinstance(exc, hf_errors.RevisionNotFoundError):
             raise HubError(f"model {repo_id} has no revision {revision!r}") from None
+        if isinstance(exc, hf_errors.GatedRepoError):
+            raise HubError(f"access to the gated model {repo_id} was refused ({_status(exc)}); accept its terms at "
+                           f"https://huggingface.co/{repo_id}, then set HF_TOKEN or run `hf auth login`") from None
         if _refused(exc):
             raise HubError(f"model {repo_id} was not found on the Hub, or access to it was refused (is it gated? set HF_TOKEN)") from None
         raise HubError(f"downloading model {repo_id} failed ({type(exc).__name__})") from None
