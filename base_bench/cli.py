@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from . import __version__, card
-from .cliargs import fail, positive_int
+from .cliargs import EXIT_USAGE, fail, positive_int
 from .errors import BaseBenchError
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow model repositories to run their own Python code (off by default)")
+    p.add_argument("--dist-timeout", type=positive_int("--dist-timeout"), default=600, metavar="S",
+                   help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
+                        "collective before giving up (default 600)")
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
@@ -87,32 +90,67 @@ def run(args) -> int:
     import torch
 
     from .datasource import HUB, open_data
+    from .distributed import init_from_env, world_from_env
     from .evaluation import evaluate, run_signature
     from .model import load_located, locate_model, resolve_device, resolve_dtype
     from .report import summary_lines
     from .runstore import RunStore
 
     out_dir = Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model)
-    source = open_data(args.local_data if args.local_data else HUB)  # before any model is loaded
-    device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype, device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    located = locate_model(args.model, revision=args.revision, token=source.token,
-                           trust_remote_code=args.trust_remote_code)
-    # Fail fast: the same check evaluate() makes, but before minutes of model loading.
-    RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype, device),
-                            args.resume)
+    device = _rank_device(resolve_device(args.device), args.device, world_from_env())
+    ranks, owned = init_from_env(device.type, args.dist_timeout)
+    try:
+        error = None
+        try:  # everything that can fail before minutes of model loading, agreed between the ranks
+            source = open_data(args.local_data if args.local_data else HUB)
+            dtype = resolve_dtype(args.dtype, device)
+            if args.threads:
+                torch.set_num_threads(args.threads)
+            located = locate_model(args.model, revision=args.revision, token=source.token,
+                                   trust_remote_code=args.trust_remote_code)
+            if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
+                RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype,
+                                                      device), args.resume)
+        except BaseBenchError as exc:
+            error = exc
+        ranks.raise_if_any(error)
 
-    t0 = time.perf_counter()
-    loaded = load_located(located, device, dtype)
-    info = {**loaded.info, "revision_requested": args.revision, "trust_remote_code": bool(args.trust_remote_code),
-            "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
-    report = evaluate(loaded.model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,
-                      add_bos=args.add_bos, out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
-    print("\n".join(summary_lines(report)))
-    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-    return 0
+        t0 = time.perf_counter()
+        loaded, error = None, None
+        try:
+            loaded = load_located(located, device, dtype)
+        except BaseBenchError as exc:
+            error = exc
+        ranks.raise_if_any(error)
+        info = {**loaded.info, "revision_requested": args.revision, "trust_remote_code": bool(args.trust_remote_code),
+                "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
+        report = evaluate(loaded.model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,
+                          add_bos=args.add_bos, out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
+        if ranks.is_main:
+            print("\n".join(summary_lines(report)))
+            print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+        return 0
+    finally:
+        if owned:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _rank_device(device, asked: str, world: int):
+    """Under torchrun each rank takes the GPU of its LOCAL_RANK; an explicit cuda:N cannot be shared."""
+    import os
+
+    import torch
+
+    if world <= 1 or device.type != "cuda":
+        return device
+    if ":" in asked:
+        from .errors import DistributedError
+
+        raise DistributedError(f"--device {asked} names one GPU, but under torchrun each of the {world} ranks uses "
+                               "the GPU of its LOCAL_RANK: pass --device cuda (or auto)")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
 class _TqdmHandler(logging.Handler):
@@ -124,12 +162,28 @@ class _TqdmHandler(logging.Handler):
         tqdm.write(self.format(record), file=sys.stderr)
 
 
+def _rank() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
 def _show_notes() -> None:
+    """Notes on rank 0; the other ranks of a torchrun job print errors only (no notes, no bars)."""
     logger = logging.getLogger("base_bench")
     if not any(isinstance(h, _TqdmHandler) for h in logger.handlers):
         logger.addHandler(_TqdmHandler())
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.INFO if _rank() == 0 else logging.ERROR)
     logger.propagate = False
+    if _rank() != 0:
+        from huggingface_hub.utils import disable_progress_bars
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        disable_progress_bars()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         _show_notes()
         return run(args)
     except BaseBenchError as exc:
+        if getattr(exc, "shared", False) or (_rank() != 0 and not getattr(exc, "local", False)):
+            return EXIT_USAGE  # the same error on every rank: rank 0 says it once
         return fail(exc)
     except KeyboardInterrupt:
         print("base-bench: interrupted; finished items are saved, continue with --resume", file=sys.stderr)

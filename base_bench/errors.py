@@ -10,8 +10,9 @@ Every error a user can cause is a subclass, raised `from None` so that no chaine
 the message: bad data (DataError), a model or tokenizer that cannot be scored (ModelError), an
 item that cannot be scored under the contract (ScoringError), a refused download (HubError), an
 out-dir that would be overwritten or does not match (RunError), an unreadable report (ReportError),
-an argument out of range (UsageError). Anything else that escapes is a bug in base-bench. The
-classes live here, in a module that imports nothing, so `import base_bench` stays light.
+an argument out of range (UsageError), ranks that cannot work together (DistributedError).
+Anything else that escapes is a bug in base-bench. The classes live here, in a module that imports
+nothing, so `import base_bench` stays light.
 """
 
 
@@ -55,3 +56,8 @@ class RunError(BaseBenchError):
 
 class ReportError(BaseBenchError):
     """A run cannot be read or used as asked; nothing was written."""
+
+
+class DistributedError(BaseBenchError):
+    """The ranks of a multi-process run cannot work together (no rendezvous, disagreeing data or
+    model); raised on every rank."""

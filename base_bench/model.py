@@ -161,14 +161,6 @@ def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code
 # ---------------------------------------------------------------- a model already in memory
 
 
-def unwrap(model):
-    """The transformers model inside a DistributedDataParallel or FSDP1 wrapper (forward still goes
-    through the wrapper, which gathers the shards)."""
-    while type(model).__name__ in ("DistributedDataParallel", "FullyShardedDataParallel") and hasattr(model, "module"):
-        model = model.module
-    return model
-
-
 def check_causal_lm(model) -> None:
     """Raise ModelError unless `model` (unwrapped) is a decoder-only transformers LM with its head."""
     if not isinstance(model, torch.nn.Module):

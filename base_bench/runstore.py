@@ -14,6 +14,7 @@ data checksum, add_bos, dtype, device type, runner scoring version). Batch size,
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -133,11 +134,21 @@ class RunStore:
         self.write_text(CONFIG, json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
     def append(self, result: ItemResult) -> None:
-        line = json.dumps(result.to_json(), sort_keys=True) + "\n"
-        with open(self.path(PARTIAL), "a", encoding="utf-8") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
+        self.append_many([result])
+
+    def append_many(self, results) -> None:
+        """Append one line per result in one write, flushed and fsynced. The file is locked while
+        it is written, so ranks of one run that share the out-dir never interleave their lines."""
+        data = "".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in results).encode("utf-8")
+        fd = os.open(self.path(PARTIAL), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)  # closing releases the lock
 
     def write_text(self, name: str, text: str) -> None:
         """Write via a temporary file and rename, so a crash never leaves half a file."""
