@@ -167,7 +167,8 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
 
         todo = [e for e in order if e.id not in done]
         t0 = time.perf_counter()
-        bs = _score_all(scorer, todo, bs, setup.device, ranks, record, done, progress and ranks.is_main, len(items))
+        bs, wait_s = _score_all(scorer, todo, bs, setup.device, ranks, record, done, progress and ranks.is_main,
+                                len(items))
         score_s = time.perf_counter() - t0
 
     info = dict(setup.info)
@@ -193,7 +194,8 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
         "versions": {"torch": torch.__version__, "transformers": _version("transformers")},
     }
     timing = {"model_load_s": setup.load_s, "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
-              "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None}
+              "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None,
+              "rank_wait_s": round(wait_s, 3)}
     report = build_report(config=config, data=setup.source.record, official=not setup.reasons, reasons=setup.reasons,
                           items=items, results=done, timing=timing, n_items_in_data=len(setup.source.dataset.items))
     if store:
@@ -344,15 +346,16 @@ def _pick_scorer(model, order, pad_id, device, ranks: Ranks):
 
 
 def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, record, done: dict, progress: bool,
-               total: int) -> int:
+               total: int) -> tuple[int, float]:
     """Score `todo` (longest first) in batches of `bs`, shared out between the ranks, which step
     through their batches together and swap results after each step. When any rank runs out of
     memory, every rank halves the batch size and the unfinished items are shared out again.
-    Returns the batch size last used."""
+    Returns the batch size last used and the seconds this rank spent in the result exchange
+    (waiting for slower ranks included; 0 for one process)."""
     from tqdm import tqdm
 
     dummy = [todo[-1]] if todo else []  # what a rank without a batch runs, so forward counts stay equal
-    remaining = list(todo)
+    remaining, wait_s = list(todo), 0.0
     with tqdm(total=total, initial=total - len(todo), unit="item", file=sys.stderr, desc="scoring",
               dynamic_ncols=True, disable=not progress) as bar:
         while remaining:
@@ -362,7 +365,9 @@ def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, recor
                 batch = mine[k] if k < len(mine) else None
                 status, message, results = _step(scorer, batch, dummy if ranks.world > 1 else None, device, ranks)
                 record(results, own=True)
+                t = time.perf_counter()
                 everyone = ranks.all_gather((status, message, results))
+                wait_s += time.perf_counter() - t
                 for r, (_, _, theirs) in enumerate(everyone):
                     if r != ranks.rank:
                         record(theirs, own=False)
@@ -384,7 +389,7 @@ def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, recor
                         log.warning(f"out of accelerator memory{where}; batch size lowered to {bs}")
                     break
             remaining = [e for e in remaining if e.id not in done]
-    return bs
+    return bs, wait_s
 
 
 def _step(scorer, batch, dummy, device, ranks: Ranks) -> tuple[str, str, list]:

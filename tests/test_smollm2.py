@@ -5,6 +5,7 @@ import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -109,3 +110,25 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, whole):
     assert worst < 1e-4
     assert a["config"] == b["config"] and a["data"] == b["data"] and a["official"] == b["official"] is False
     assert "bundled set" in a["non_official_reasons"][0]
+
+
+def test_fsdp2_two_ranks_on_cpu_equal_one_process(smol, tmp_path):
+    """SmolLM2 sharded with FSDP2 `fully_shard` over 2 gloo ranks: the same scores as one process."""
+    from base_bench import evaluate
+
+    want = evaluate(smol.model, smol.tokenizer, limit=12, batch_size=4, progress=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+           str(ROOT / "tests" / "rankeval.py"), str(tmp_path), "bundled", "smollm2", "fsdp2", "12", "4"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    for r in (0, 1):
+        got = json.loads((tmp_path / f"rank{r}.json").read_text())
+        rep = got["report"]
+        worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(want["items"], rep["items"])
+                    for x, y in zip(i["choices"], j["choices"]))
+        assert worst < 1e-4, worst
+        assert [i["prediction"] for i in rep["items"]] == [i["prediction"] for i in want["items"]]
+        assert rep["results"] == want["results"] and rep["config"]["world_size"] == 2
