@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow model repositories to run their own Python code (off by default)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="for a .gguf model, neither read nor write the cache of converted models "
+                        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)")
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
@@ -181,7 +184,7 @@ def run(args) -> int:
               file=sys.stderr)
 
     t0 = time.perf_counter()
-    loaded = load_located(located, device, dtype)
+    loaded = load_located(located, device, dtype, use_cache=not args.no_cache)
     load_s = time.perf_counter() - t0
     model, tok = loaded.model, loaded.tokenizer
     window = model_window(model, tok)

@@ -4,10 +4,11 @@
     loaded = load_model("path/or/id/or/file.gguf", device, dtype, revision=None, token=None)
     loaded.model, loaded.tokenizer, loaded.info   # info: what report.json records about the model
 
-A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`); a
-directory is loaded as a local export; anything else is taken as a Hub id and fetched with
-huggingface_hub (see hub.py), so the resolved commit is known and recorded. `fingerprint` names a
-local file or directory by its content (for --resume).
+A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`), and
+the converted tokenizer and weights are kept in a disk cache for the next load (gguf_cache.py;
+`use_cache=False` bypasses it); a directory is loaded as a local export; anything else is taken
+as a Hub id and fetched with huggingface_hub (see hub.py), so the resolved commit is known and
+recorded. `fingerprint` names a local file or directory by its content (for --resume and the cache).
 """
 
 from __future__ import annotations
@@ -176,14 +177,33 @@ def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Lo
     return Located(spec, kind, where, kwargs, info)
 
 
-def load_located(located: Located, device, dtype) -> Loaded:
+def _from_pretrained(where: str, dtype, **kwargs):
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs)
+    return tokenizer, model
+
+
+def load_located(located: Located, device, dtype, use_cache: bool = True) -> Loaded:
+    """Load tokenizer and model; a GGUF file goes through the converted-model cache (gguf_cache)
+    unless `use_cache` is False. info["cache"] records what the cache did."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(located.where, **located.kwargs)
-        model = AutoModelForCausalLM.from_pretrained(located.where, dtype=dtype, **located.kwargs)
+        if located.kind == "gguf":
+            from . import gguf_cache
+
+            tokenizer, model, cache = gguf_cache.load(
+                Path(located.info["path"]), located.info["fingerprint"], dtype,
+                convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
+                load_entry=lambda entry: _from_pretrained(
+                    str(entry), dtype, trust_remote_code=located.kwargs.get("trust_remote_code", False)),
+                use_cache=use_cache)
+        else:
+            tokenizer, model = _from_pretrained(located.where, dtype, **located.kwargs)
+            cache = {"status": "not-gguf", "path": None}
     except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
         text = str(exc).strip()
         msg = text.splitlines()[0] if text else type(exc).__name__
@@ -194,8 +214,9 @@ def load_located(located: Located, device, dtype) -> Loaded:
     info["n_parameters"] = sum(p.numel() for p in model.parameters())
     tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}  # tied weights count once
     info["bytes_in_memory"] = sum(t.numel() * t.element_size() for t in tensors.values())
+    info["cache"] = cache
     return Loaded(model, tokenizer, info)
 
 
-def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False) -> Loaded:
-    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype)
+def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False, use_cache=True) -> Loaded:
+    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype, use_cache=use_cache)
