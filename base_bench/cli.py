@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow model repositories to run their own Python code (off by default)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="for a .gguf model, neither read nor write the cache of converted models "
+                        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)")
     p.add_argument("--dist-timeout", type=positive_int("--dist-timeout"), default=600, metavar="S",
                    help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
                         "collective before giving up (default 600)")
@@ -118,7 +121,7 @@ def run(args) -> int:
         t0 = time.perf_counter()
         loaded, error = None, None
         try:
-            loaded = load_located(located, device, dtype)
+            loaded = load_located(located, device, dtype, use_cache=not args.no_cache)
         except BaseBenchError as exc:
             error = exc
         ranks.raise_if_any(error)
