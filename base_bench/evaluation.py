@@ -308,7 +308,8 @@ def _model_record(model, tokenizer, given: dict | None) -> tuple[dict, dict, flo
         fp = f"{weights_fingerprint(model)}-{tokenizer_fingerprint(tokenizer)}"
         spec = getattr(model, "name_or_path", None) or type(model).__name__
         info = {"spec": spec, "kind": "in-memory", "path": None, "revision": None, "fingerprint": fp,
-                "revision_requested": None, "trust_remote_code": None, **info}
+                "revision_requested": None, "trust_remote_code": None,
+                "cache": {"status": "not-loaded", "path": None}, **info}  # base-bench loaded nothing
         identity = {"kind": "in-memory", "fingerprint": fp}
     info["model_type"] = getattr(model.config, "model_type", None)
     info.update(model_size(model))
