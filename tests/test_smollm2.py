@@ -24,9 +24,10 @@ GGUF = str(Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_
 pytestmark = pytest.mark.integration
 
 
-def cli(*args, **kw):
+def cli(*args, device="cpu", **kw):
+    where = ["--device", device] if device else []
     return subprocess.Popen([sys.executable, str(ROOT / "benchmark.py"), "--model", GGUF, "--local-data", str(ROOT),
-                             "--device", "cpu", "--threads", "2", *map(str, args)],
+                             *where, "--threads", "2", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -159,3 +160,21 @@ def test_fsdp2_two_ranks_on_cpu_equal_one_process(smol, tmp_path):
         assert worst < 1e-4, worst
         assert [i["prediction"] for i in rep["items"]] == [i["prediction"] for i in want["items"]]
         assert rep["results"] == want["results"] and rep["config"]["world_size"] == 2
+
+
+def test_device_map_with_disk_offload_equals_one_device(whole, tmp_path):
+    """--device-map auto with a small --max-memory pushes part of SmolLM2 to disk: same scores."""
+    out = tmp_path / "placed"
+    p = cli("--limit", 12, "--out-dir", out, "--device-map", "auto", "--max-memory", "cpu=200MB",
+            "--offload-folder", tmp_path / "offload", device=None)
+    _, err = p.communicate(timeout=900)
+    assert p.returncode == 0, err[-2000:]
+    placed = json.loads((out / "report.json").read_text())
+    one = json.loads((whole / "report.json").read_text())
+    where = placed["config"]["model"]["device_map"]
+    assert "disk" in where.values() and "cpu" in where.values(), where
+    pairs = list(zip(one["items"][:12], placed["items"]))
+    assert [a["id"] for a, _ in pairs] == [b["id"] for _, b in pairs]
+    worst = max(abs(x["logprob"] - y["logprob"]) for a, b in pairs for x, y in zip(a["choices"], b["choices"]))
+    assert worst < 1e-4
+    assert [a["prediction"] for a, _ in pairs] == [b["prediction"] for _, b in pairs]
