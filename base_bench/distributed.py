@@ -15,9 +15,10 @@ alike: nothing here opens a socket or starts a process of its own.
 How the work is shared: the items still to score are sorted by packed length and cut into the same
 batches one process would use; the batches are dealt to the ranks longest first, each to the rank
 with the fewest packed tokens so far (tokens counted with padding, batch size times the longest
-row). Ranks then step through their batches in lockstep: after each step every rank has every
-rank's results. A rank with no batch left at a step runs a dummy batch whose result is dropped,
-because under FSDP (and DDP) every forward is a collective that all ranks must join.
+row). The ranks then work in rounds of a few batches and swap results after each round, so every
+rank ends with every rank's results. In each round every rank calls the model equally often (a rank
+with no batch left runs a dummy batch whose result is dropped), because under FSDP (and DDP) every
+forward is a collective that all ranks must join.
 """
 
 from __future__ import annotations
