@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__, card
-from .cliargs import EXIT_STORAGE, fail, positive_int
+from .cliargs import EXIT_STORAGE, EXIT_USAGE, fail, positive_int
 from .errors import BaseBenchError, StorageError
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
@@ -76,6 +76,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow model repositories to run their own Python code (off by default)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="for a .gguf model, neither read nor write the cache of converted models "
+                        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)")
+    p.add_argument("--dist-timeout", type=positive_int("--dist-timeout"), default=600, metavar="S",
+                   help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
+                        "collective before giving up (default 600)")
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
@@ -96,32 +102,67 @@ def run(args) -> int:
     import torch
 
     from .datasource import HUB, open_data
+    from .distributed import init_from_env, world_from_env
     from .evaluation import evaluate, run_signature
     from .model import load_located, locate_model, resolve_device, resolve_dtype
     from .report import summary_lines
     from .runstore import RunStore
 
     out_dir = resolve_out_dir(args)
-    source = open_data(args.local_data if args.local_data else HUB)  # before any model is loaded
-    device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype, device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    located = locate_model(args.model, revision=args.revision, token=source.token,
-                           trust_remote_code=args.trust_remote_code)
-    # Fail fast: the same check evaluate() makes, but before minutes of model loading.
-    RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype, device),
-                            args.resume)
+    device = _rank_device(resolve_device(args.device), args.device, world_from_env())
+    ranks, owned = init_from_env(device.type, args.dist_timeout)
+    try:
+        error = None
+        try:  # everything that can fail before minutes of model loading, agreed between the ranks
+            source = open_data(args.local_data if args.local_data else HUB)
+            dtype = resolve_dtype(args.dtype, device)
+            if args.threads:
+                torch.set_num_threads(args.threads)
+            located = locate_model(args.model, revision=args.revision, token=source.token,
+                                   trust_remote_code=args.trust_remote_code)
+            if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
+                RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype,
+                                                      device), args.resume)
+        except BaseBenchError as exc:
+            error = exc
+        ranks.raise_if_any(error)
 
-    t0 = time.perf_counter()
-    loaded = load_located(located, device, dtype)
-    info = {**loaded.info, "revision_requested": args.revision, "trust_remote_code": bool(args.trust_remote_code),
-            "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
-    report = evaluate(loaded.model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,
-                      add_bos=args.add_bos, out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
-    print("\n".join(summary_lines(report)))
-    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-    return 0
+        t0 = time.perf_counter()
+        loaded, error = None, None
+        try:
+            loaded = load_located(located, device, dtype, use_cache=not args.no_cache)
+        except BaseBenchError as exc:
+            error = exc
+        ranks.raise_if_any(error)
+        info = {**loaded.info, "revision_requested": args.revision, "trust_remote_code": bool(args.trust_remote_code),
+                "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
+        report = evaluate(loaded.model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,
+                          add_bos=args.add_bos, out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
+        if ranks.is_main:
+            print("\n".join(summary_lines(report)))
+            print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+        return 0
+    finally:
+        if owned:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+
+
+def _rank_device(device, asked: str, world: int):
+    """Under torchrun each rank takes the GPU of its LOCAL_RANK; an explicit cuda:N cannot be shared."""
+    import os
+
+    import torch
+
+    if world <= 1 or device.type != "cuda":
+        return device
+    if ":" in asked:
+        from .errors import DistributedError
+
+        raise DistributedError(f"--device {asked} names one GPU, but under torchrun each of the {world} ranks uses "
+                               "the GPU of its LOCAL_RANK: pass --device cuda (or auto)")
+    return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 
 class _TqdmHandler(logging.Handler):
@@ -133,12 +174,28 @@ class _TqdmHandler(logging.Handler):
         tqdm.write(self.format(record), file=sys.stderr)
 
 
+def _rank() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
 def _show_notes() -> None:
+    """Notes on rank 0; the other ranks of a torchrun job print errors only (no notes, no bars)."""
     logger = logging.getLogger("base_bench")
     if not any(isinstance(h, _TqdmHandler) for h in logger.handlers):
         logger.addHandler(_TqdmHandler())
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.INFO if _rank() == 0 else logging.ERROR)
     logger.propagate = False
+    if _rank() != 0:
+        from huggingface_hub.utils import disable_progress_bars
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        disable_progress_bars()
 
 
 class Stopped(BaseException):
@@ -190,6 +247,13 @@ def _stopped_line(signum: int, args) -> str:
     return f"{what}; {n} finished item{' is' if n == 1 else 's are'} saved in {out_dir}; continue with --resume"
 
 
+def _error_exit(exc: BaseBenchError) -> int:
+    code = EXIT_STORAGE if isinstance(exc, StorageError) else EXIT_USAGE
+    if getattr(exc, "shared", False) or (_rank() != 0 and not getattr(exc, "local", False)):
+        return code  # the same error on every rank: rank 0 says it once
+    return fail(exc, code)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
@@ -204,11 +268,14 @@ def main(argv: list[str] | None = None) -> int:
         _show_notes()
         with _stop_on_signals():
             return run(args)
-    except StorageError as exc:
-        return fail(exc, EXIT_STORAGE)
     except BaseBenchError as exc:
-        return fail(exc)
+        return _error_exit(exc)
     except (Stopped, KeyboardInterrupt) as exc:
+        if isinstance(exc.__context__, BaseBenchError):
+            # The run was already ending on an error (torchrun, for one, sends SIGTERM to the ranks
+            # still shutting down once one has exited): say that error, not the signal.
+            return _error_exit(exc.__context__)
         signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
-        print(f"base-bench: {_stopped_line(signum, args)}", file=sys.stderr)
+        if _rank() == 0:  # torchrun passes the signal to every rank; rank 0 speaks for them
+            print(f"base-bench: {_stopped_line(signum, args)}", file=sys.stderr)
         return 128 + signum

@@ -11,6 +11,7 @@ other.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in use by another process)
@@ -36,3 +37,30 @@ def fail(exc: BaseException, code: int = EXIT_USAGE) -> int:
     """Print a user error as one `base-bench: error:` line on stderr; return `code` (the usage exit code)."""
     print(f"base-bench: error: {exc}", file=sys.stderr)
     return code
+
+
+DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def max_memory(text: str) -> dict:
+    """`--max-memory cuda:0=70GiB,cuda:1=70GiB,cpu=200GiB` as accelerate's max_memory dict
+    ({0: "70GiB", 1: "70GiB", "cpu": "200GiB"}); sizes keep accelerate's units (GiB, GB, MiB, ...)."""
+    out: dict = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        device, sep, size = part.partition("=")
+        device, size = device.strip(), size.strip()
+        if not sep or not size or not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B)?", size, flags=re.I):
+            raise argparse.ArgumentTypeError(f"--max-memory takes DEVICE=SIZE,... (e.g. cuda:0=70GiB,cpu=200GiB), "
+                                             f"not {part!r}")
+        if device in ("cpu", "mps"):
+            key = device
+        elif re.fullmatch(r"(cuda:)?\d+", device):
+            key = int(device.split(":")[-1])
+        else:
+            raise argparse.ArgumentTypeError(f"--max-memory: {device!r} is not cuda:N, N, cpu or mps")
+        if key in out:
+            raise argparse.ArgumentTypeError(f"--max-memory names {device} twice")
+        out[key] = size if re.search(r"[A-Za-z]", size) else int(size)
+    if not out:
+        raise argparse.ArgumentTypeError("--max-memory is empty")
+    return out

@@ -11,8 +11,9 @@ the message: bad data (DataError), a model or tokenizer that cannot be scored (M
 item that cannot be scored under the contract (ScoringError), a refused download (HubError), an
 out-dir that would be overwritten, does not match or is in use (RunError), a run's file that could
 not be written (StorageError: a full disk, an I/O error), an unreadable report (ReportError), an
-argument out of range (UsageError). Anything else that escapes is a bug in base-bench. The
-classes live here, in a module that imports nothing, so `import base_bench` stays light.
+argument out of range (UsageError), ranks that cannot work together (DistributedError). Anything
+else that escapes is a bug in base-bench. The classes live here, in a module that imports nothing,
+so `import base_bench` stays light.
 """
 
 
@@ -61,3 +62,8 @@ class StorageError(BaseBenchError):
 
 class ReportError(BaseBenchError):
     """A run cannot be read or used as asked; nothing was written."""
+
+
+class DistributedError(BaseBenchError):
+    """The ranks of a multi-process run cannot work together (no rendezvous, disagreeing data or
+    model); raised on every rank."""

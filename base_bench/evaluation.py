@@ -17,6 +17,12 @@ settings. The steps, each done in one place:
    batches, halving the batch on out-of-memory;
 5. report: `report.build_report`, then report.json and predictions.md (only with `out_dir`).
 
+Called on every rank of an initialised torch.distributed process group (torchrun, or a training
+job's own), each rank with its model (a replica, or its FSDP shards), it shares the items out
+between the ranks (see `distributed.py`), returns the full report on every rank, and only rank 0
+writes out_dir. An error on any rank, before or during scoring, is raised on every rank, and the
+ranks must agree on the data checksum, the model and the settings before anything is scored.
+
 The model is left as it was found: the training flag of every module is restored (also after an
 exception), nothing is computed with gradients, and no weight is copied, moved or cast. The extra
 memory is one batch's activations. Bad input raises a `BaseBenchError` subclass before anything is
@@ -25,11 +31,14 @@ written.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import sys
 import time
+import uuid
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -37,20 +46,38 @@ import torch
 from . import __version__, card
 from .batching import attempt, auto_batch_size
 from .datasource import DataSource, open_data
-from .errors import UsageError
+from .distributed import Ranks, make_batches, share
+from .errors import BaseBenchError, UsageError
 from .model import (
-    ModelError, check_causal_lm, dtype_name, model_dtype, model_size, tokenizer_fingerprint, unwrap,
-    weights_fingerprint,
+    ModelError, check_causal_lm, dtype_name, model_dtype, model_size, tokenizer_fingerprint, weights_fingerprint,
 )
-from .records import ItemResult, pick
+from .records import ChoiceScore, Item, ItemResult, pick
 from .report import build_report, dumps, render_markdown
 from .runstore import RunStore, signature_hash
 from .scoring import (
-    PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, length_order, model_window, packing_probe,
+    Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, input_device, length_order,
+    model_window, packing_probe, unwrap,
 )
 
 SCORING_VERSION = "mean_logprob/1"  # bump when a change to the scoring code can change a score
 log = logging.getLogger("base_bench")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every rank works out on its own, before any collective and before anything is written."""
+
+    source: DataSource
+    items: list[Item]
+    reasons: list[str]
+    device: torch.device
+    dtype: torch.dtype
+    info: dict
+    identity: dict
+    load_s: float | None
+    window: int | None
+    encoded: list[Encoded]
+    pad_id: int
 
 
 def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_size: int | str = 8,
@@ -68,10 +95,10 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
     batch_size  items per forward pass, or "auto"; scores do not depend on it.
     add_bos     put the tokenizer's BOS before every context (diagnostic; not official).
     out_dir     write report.json, predictions.md, partial_results.jsonl and run_config.json there;
-                None writes nothing at all.
+                None writes nothing at all. Under several ranks, rank 0 writes.
     resume      continue the run in out_dir, scoring only unfinished items; refused if the model,
                 data or scoring settings differ.
-    progress    show a progress bar on stderr.
+    progress    show a progress bar on stderr (rank 0 only).
     model_info  what the report records about where the model came from (the CLI passes the file
                 or Hub id it loaded, and its identity for `resume`); by default the model's
                 `name_or_path` and a fingerprint of its weights and tokenizer.
@@ -81,13 +108,114 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
     file that cannot be written (a full disk, an I/O error) raises StorageError; the items saved
     before it stay, and resume=True continues.
     """
-    with ExitStack() as held:  # the out-dir lock, from store.begin until this returns or raises
+    with ExitStack() as held:  # the out-dir lock (rank 0), from store.begin until this returns or raises
         return _evaluate(held, model, tokenizer, data, limit=limit, batch_size=batch_size, add_bos=add_bos,
                          out_dir=out_dir, resume=resume, progress=progress, model_info=model_info)
 
 
 def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add_bos, out_dir, resume, progress,
               model_info) -> dict:
+    ranks = Ranks.current()
+    setup, error = None, None
+    try:
+        setup = _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info)
+    except BaseBenchError as exc:
+        error = exc
+    ranks.raise_if_any(error)
+    identity = _shared_identity(setup.identity, model, ranks)
+    signature = run_signature(identity, setup.source.dataset.sha256, add_bos, setup.dtype, setup.device)
+    ranks.check_same({"data SHA-256": setup.source.dataset.sha256, "model fingerprint": signature_hash(signature),
+                      "settings (limit, batch size, add_bos, resume)": (limit, batch_size, bool(add_bos), resume),
+                      "number of items": len(setup.items)})
+
+    store = RunStore(Path(out_dir).expanduser()) if out_dir is not None and ranks.is_main else None
+    error = None
+    try:
+        if store:
+            store.check(signature, resume)
+    except BaseBenchError as exc:
+        error = exc
+    ranks.raise_if_any(error)
+
+    items, encoded = setup.items, setup.encoded
+    by_id = {it.id: it for it in items}
+    enc_by_id = {e.id: e for e in encoded}
+    with _eval_mode(model), torch.no_grad():
+        done: dict[str, ItemResult] = {}
+        error = None
+        try:
+            if store:
+                held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
+                done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
+        except BaseBenchError as exc:
+            error = exc
+        ranks.raise_if_any(error)
+        done = {k: ItemResult.from_json(v) for k, v in ranks.broadcast({k: r.to_json() for k, r in done.items()}).items()}
+        if done and ranks.is_main:
+            log.info(f"resuming {store.dir}: {sum(1 for i in items if i.id in done)} of {len(items)} items "
+                     "already scored")
+        appenders = _appenders(store, out_dir, ranks)
+
+        order = [encoded[i] for i in length_order(encoded)]
+        scorer, packing = _pick_scorer(model, order, setup.pad_id, setup.device, ranks)
+        bs = batch_size
+        if bs == "auto":
+            bs = auto_batch_size(scorer, order, setup.device, agree=ranks.agree)
+            if bs == 0:
+                raise ScoringError("out of accelerator memory even at batch size 1")
+            if ranks.is_main:
+                log.info(f"--batch-size auto: {bs} items per pass on {setup.device}")
+
+        def record(results: list, own: bool) -> None:
+            """Keep finished results; save them at once (rank 0 saves its own and, when the other
+            ranks cannot reach its out-dir, theirs; a rank that shares it saves its own)."""
+            rows = [ItemResult(i, tuple(ChoiceScore(lp, n) for lp, n in sc), pick([ChoiceScore(lp, n) for lp, n in sc]),
+                               by_id[i].label, enc_by_id[i].truncated) for i, sc in results]
+            if rows and appenders.get("own" if own else "others"):
+                appenders["own" if own else "others"].append_many(rows)
+            done.update((r.id, r) for r in rows)
+
+        todo = [e for e in order if e.id not in done]
+        t0 = time.perf_counter()
+        bs, wait_s = _score_all(scorer, todo, bs, setup.device, ranks, record, done, progress and ranks.is_main,
+                                len(items))
+        score_s = time.perf_counter() - t0
+
+    info = dict(setup.info)
+    if identity.get("kind") == "in-memory":
+        info["fingerprint"] = identity["fingerprint"]  # a sharded model's covers every rank's shard
+    config = {
+        "model": info,
+        "device": str(setup.device),
+        "dtype": dtype_name(setup.dtype),
+        "batch_size": batch_size,
+        "batch_size_used": bs,
+        "add_bos": bool(add_bos),
+        "threads": torch.get_num_threads(),
+        "world_size": ranks.world,
+        "limit": limit,
+        "window": setup.window,
+        "scorer": scorer.name,
+        "packing_check": packing,
+        "scoring_version": SCORING_VERSION,
+        "runner": "base-bench",
+        "runner_version": __version__,
+        "signature_sha256": signature_hash(signature),
+        "versions": {"torch": torch.__version__, "transformers": _version("transformers")},
+    }
+    timing = {"model_load_s": setup.load_s, "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
+              "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None,
+              "rank_wait_s": round(wait_s, 3)}
+    report = build_report(config=config, data=setup.source.record, official=not setup.reasons, reasons=setup.reasons,
+                          items=items, results=done, timing=timing, n_items_in_data=len(setup.source.dataset.items))
+    if store:
+        store.write_text("report.json", dumps(report))
+        store.write_text("predictions.md", render_markdown(report))
+    return report
+
+
+def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info) -> Setup:
+    """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer."""
     _check_arguments(limit, batch_size)
     source = data if isinstance(data, DataSource) else open_data(data)
     inner = unwrap(model)
@@ -100,75 +228,48 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         reasons.append(f"--limit {limit} scored {len(items)} of {len(all_items)} items")
     if add_bos:
         reasons.append("--add-bos changes the scoring configuration")
-
-    device, dtype = next(inner.parameters()).device, model_dtype(inner)
     info, identity, load_s = _model_record(inner, tokenizer, model_info)
-    signature = run_signature(identity, source.dataset.sha256, add_bos, dtype, device)
-    store = RunStore(Path(out_dir).expanduser()) if out_dir is not None else None
-    if store:
-        store.check(signature, resume)
-
     window = model_window(inner, tokenizer)
     encoded = [encode_item(tokenizer, it, add_bos=add_bos, window=window) for it in items]
     pad_id = _check_vocabulary(encoded, tokenizer, inner)
-    by_id = {it.id: it for it in items}
+    return Setup(source, items, reasons, input_device(inner), model_dtype(inner), info, identity, load_s, window,
+                 encoded, pad_id)
 
-    with _eval_mode(model), torch.no_grad():
-        done: dict[str, ItemResult] = {}
-        if store:
-            held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
-            done = store.begin(signature, {"model": info.get("spec"), "out_dir": str(store.dir)}, resume)
-            if done:
-                log.info(f"resuming {store.dir}: {sum(1 for i in items if i.id in done)} of {len(items)} items "
-                         "already scored")
-        order = [encoded[i] for i in length_order(encoded)]
-        scorer, packing = _pick_scorer(model, order, pad_id, device)
-        bs = batch_size
-        if bs == "auto":
-            bs = auto_batch_size(scorer, order, device)
-            if bs == 0:
-                raise ScoringError("out of accelerator memory even at batch size 1")
-            log.info(f"--batch-size auto: {bs} items per pass on {device}")
 
-        def finished(e, scores):
-            if any(not math.isfinite(c.logprob) for c in scores):
-                raise ScoringError(f"item {e.id}: the model gave a non-finite log-prob (try float32)")
-            r = ItemResult(e.id, tuple(scores), pick(scores), by_id[e.id].label, e.truncated)
-            if store:
-                store.append(r)
-            done[e.id] = r
+def _shared_identity(identity: dict, model, ranks: Ranks) -> dict:
+    """A sharded model's fingerprint covers every rank's shard, so it is the same on every rank;
+    a replica's stays its own (and the ranks' replicas must then agree)."""
+    if ranks.world == 1 or identity.get("kind") != "in-memory" or not _is_sharded(model):
+        return identity
+    shards = ranks.all_gather(identity["fingerprint"])
+    return {**identity, "fingerprint": hashlib.sha256("+".join(shards).encode()).hexdigest()[:16],
+            "shards": ranks.world}
 
-        todo = [e for e in order if e.id not in done]
-        t0 = time.perf_counter()
-        bs = _score_all(scorer, todo, bs, device, finished, progress, total=len(items))
-        score_s = time.perf_counter() - t0
 
-    config = {
-        "model": info,
-        "device": str(device),
-        "dtype": dtype_name(dtype),
-        "batch_size": batch_size,
-        "batch_size_used": bs,
-        "add_bos": bool(add_bos),
-        "threads": torch.get_num_threads(),
-        "limit": limit,
-        "window": window,
-        "scorer": scorer.name,
-        "packing_check": packing,
-        "scoring_version": SCORING_VERSION,
-        "runner": "base-bench",
-        "runner_version": __version__,
-        "signature_sha256": signature_hash(signature),
-        "versions": {"torch": torch.__version__, "transformers": _version("transformers")},
-    }
-    timing = {"model_load_s": load_s, "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
-              "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None}
-    report = build_report(config=config, data=source.record, official=not reasons, reasons=reasons, items=items,
-                          results=done, timing=timing, n_items_in_data=len(all_items))
+def _is_sharded(model) -> bool:
+    return type(model).__name__ == "FullyShardedDataParallel" or any(
+        hasattr(p, "to_local") for p in unwrap(model).parameters())
+
+
+def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
+    """Who saves which results. One process: it saves its own. Several: each rank saves its own
+    results the moment it has them, if it sees rank 0's out-dir (checked with a marker file that
+    rank 0 creates and removes); otherwise rank 0 saves every rank's results after each step."""
+    if out_dir is None:
+        return {}
+    if ranks.world == 1:
+        return {"own": store}
+    marker = f".rank-check-{uuid.uuid4().hex}" if ranks.is_main else None
     if store:
-        store.write_text("report.json", dumps(report))
-        store.write_text("predictions.md", render_markdown(report))
-    return report
+        (store.dir / marker).touch()
+    where, marker = ranks.broadcast((str(store.dir) if store else None, marker))
+    sees = Path(where, marker).is_file()
+    shared = ranks.agree(sees)
+    if store:
+        (store.dir / marker).unlink()
+    if shared:
+        return {"own": store or RunStore(where)}
+    return {"own": store, "others": store} if store else {}
 
 
 def run_signature(identity: dict, data_sha256: str, add_bos: bool, dtype, device) -> dict:
@@ -217,7 +318,8 @@ def _model_record(model, tokenizer, given: dict | None) -> tuple[dict, dict, flo
         fp = f"{weights_fingerprint(model)}-{tokenizer_fingerprint(tokenizer)}"
         spec = getattr(model, "name_or_path", None) or type(model).__name__
         info = {"spec": spec, "kind": "in-memory", "path": None, "revision": None, "fingerprint": fp,
-                "revision_requested": None, "trust_remote_code": None, **info}
+                "revision_requested": None, "trust_remote_code": None,
+                "cache": {"status": "not-loaded", "path": None}, **info}  # base-bench loaded nothing
         identity = {"kind": "in-memory", "fingerprint": fp}
     info["model_type"] = getattr(model.config, "model_type", None)
     info.update(model_size(model))
@@ -236,15 +338,17 @@ def _eval_mode(model):
             m.training = training
 
 
-def _pick_scorer(model, order, pad_id, device):
-    """The packed scorer if it reproduces the plain one on a real batch, else the plain scorer."""
+def _pick_scorer(model, order, pad_id, device, ranks: Ranks):
+    """The packed scorer if it reproduces the plain one on a real batch (on every rank), else the
+    plain scorer."""
     probe = packing_probe(order)
     checked = attempt(lambda: check_packing(model, probe, pad_id), device)
-    if checked is None:
+    if not ranks.agree(checked is not None):
         raise ScoringError(f"out of accelerator memory while checking packing on {len(probe)} items; "
                            "try a smaller dtype or another device")
     ok, diff = checked
-    if not ok:
+    ok = ranks.agree(ok)
+    if not ok and ranks.is_main:
         log.warning("note: this model does not reproduce the plain path with a packed 4D mask; "
                     "using the plain path (one row per choice)")
     packing = {"ok": ok, "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
@@ -252,27 +356,73 @@ def _pick_scorer(model, order, pad_id, device):
     return (PackedScorer if ok else PlainScorer)(model, pad_id), packing
 
 
-def _score_all(scorer, todo, bs: int, device, finished, progress: bool, total: int) -> int:
-    """Score `todo` in batches of `bs`, halving it on out-of-memory; return the size last used."""
+def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, record, done: dict, progress: bool,
+               total: int) -> tuple[int, float]:
+    """Score `todo` (longest first) in batches of `bs`, shared out between the ranks, which step
+    through their batches together and swap results after each step. When any rank runs out of
+    memory, every rank halves the batch size and the unfinished items are shared out again.
+    Returns the batch size last used and the seconds this rank spent in the result exchange
+    (waiting for slower ranks included; 0 for one process)."""
     from tqdm import tqdm
 
+    dummy = [todo[-1]] if todo else []  # what a rank without a batch runs, so forward counts stay equal
+    remaining, wait_s = list(todo), 0.0
     with tqdm(total=total, initial=total - len(todo), unit="item", file=sys.stderr, desc="scoring",
               dynamic_ncols=True, disable=not progress) as bar:
-        i = 0
-        while i < len(todo):
-            batch = todo[i:i + bs]
-            scores = attempt(lambda: scorer(batch), device)
-            if scores is None:
-                if bs == 1:
-                    raise ScoringError("out of accelerator memory even at batch size 1")
-                bs = max(1, bs // 2)
-                log.warning(f"out of accelerator memory; batch size lowered to {bs}")
-                continue
-            for e, sc in zip(batch, scores):
-                finished(e, sc)
-            bar.update(len(batch))
-            i += len(batch)
-    return bs
+        while remaining:
+            shares = share(make_batches(remaining, bs), ranks.world)
+            mine, steps = shares[ranks.rank], max(len(x) for x in shares)
+            for k in range(steps):
+                batch = mine[k] if k < len(mine) else None
+                status, message, results = _step(scorer, batch, dummy if ranks.world > 1 else None, device, ranks)
+                record(results, own=True)
+                t = time.perf_counter()
+                everyone = ranks.all_gather((status, message, results))
+                wait_s += time.perf_counter() - t
+                for r, (_, _, theirs) in enumerate(everyone):
+                    if r != ranks.rank:
+                        record(theirs, own=False)
+                bar.update(sum(len(x[2]) for x in everyone))
+                failed = [(r, m) for r, (st, m, _) in enumerate(everyone) if st == "error"]
+                if failed:
+                    r, m = failed[0]
+                    exc = ScoringError(f"rank {r}: {m}" if ranks.world > 1 else m)
+                    exc.shared = not ranks.is_main
+                    raise exc
+                if any(st == "oom" for st, _, _ in everyone):
+                    where = "" if ranks.world == 1 else f" on rank {next(r for r, x in enumerate(everyone) if x[0] == 'oom')}"
+                    if bs == 1:
+                        exc = ScoringError(f"out of accelerator memory{where} even at batch size 1")
+                        exc.shared = not ranks.is_main
+                        raise exc
+                    bs = max(1, bs // 2)
+                    if ranks.is_main:
+                        log.warning(f"out of accelerator memory{where}; batch size lowered to {bs}")
+                    break
+            remaining = [e for e in remaining if e.id not in done]
+    return bs, wait_s
+
+
+def _step(scorer, batch, dummy, device, ranks: Ranks) -> tuple[str, str, list]:
+    """Score one batch: ("ok", "", [(id, [(logprob, n_tokens), ...]), ...]), ("oom", ...) or
+    ("error", message, []). With no batch, run `dummy` (if given) and keep nothing."""
+    try:
+        scores = attempt(lambda: scorer(batch or dummy), device) if (batch or dummy) else []
+    except BaseBenchError as exc:
+        return "error", str(exc), []
+    except Exception as exc:  # noqa: BLE001 - under several ranks, tell the others instead of leaving them waiting
+        if ranks.world == 1:
+            raise
+        log.exception("scoring failed on this rank")
+        return "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", []
+    if scores is None:
+        return "oom", "out of accelerator memory", []
+    if not batch:
+        return "ok", "", []
+    for e, sc in zip(batch, scores):
+        if any(not math.isfinite(c.logprob) for c in sc):
+            return "error", f"item {e.id}: the model gave a non-finite log-prob (try float32)", []
+    return "ok", "", [(e.id, [(c.logprob, c.n_tokens) for c in sc]) for e, sc in zip(batch, scores)]
 
 
 def _version(pkg: str) -> str | None:

@@ -4,9 +4,11 @@
     loaded = load_model("path/or/id/or/file.gguf", device, dtype, revision=None, token=None)
     loaded.model, loaded.tokenizer, loaded.info   # info: what report.json records about the model
 
-A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`); a
-directory is loaded as a local export; anything else is taken as a Hub id and fetched with
-huggingface_hub (see hub.py), so the resolved commit is known and recorded.
+A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`), and
+the converted tokenizer and weights are kept in a disk cache for the next load (gguf_cache.py;
+`use_cache=False` bypasses it); a directory is loaded as a local export; anything else is taken
+as a Hub id and fetched with huggingface_hub (see hub.py), so the resolved commit is known and
+recorded. `fingerprint` names a local file or directory by its content (for --resume and the cache).
 """
 
 from __future__ import annotations
@@ -69,16 +71,50 @@ class Loaded:
     info: dict = field(default_factory=dict)
 
 
+FINGERPRINT_SCHEME = "content/2"  # recorded next to the fingerprint; bump when the scheme changes
+FULL_HASH_LIMIT = 256 << 20  # files up to this size are hashed whole
+EDGE_BYTES = 8 << 20  # larger files: this much of the head and of the tail ...
+SAMPLE_BLOCKS, SAMPLE_BYTES = 1024, 64 << 10  # ... and this many blocks this big, evenly spaced between
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 (hex) of a file's size and content, read in full up to FULL_HASH_LIMIT (256 MiB).
+
+    A larger file is hashed from its size, its first and last 8 MiB, and 1024 blocks of 64 KiB
+    evenly spaced between them: 80 MiB read whatever the size (a 140 GB file read whole would take
+    minutes, at every run). The trade-off: two large files that differ only between the sampled blocks
+    get the same digest. Different checkpoints, quantisations or conversions of a model differ in
+    nearly every tensor, so in the metadata at the head and in most sampled blocks; a change
+    confined to one small tensor of a huge file can go unseen.
+    """
+    size = path.stat().st_size
+    h = hashlib.sha256(f"{size}\n".encode())
+    with path.open("rb") as f:
+        if size <= FULL_HASH_LIMIT:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+            return h.hexdigest()
+        h.update(f.read(EDGE_BYTES))
+        middle = size - 2 * EDGE_BYTES
+        step = middle // SAMPLE_BLOCKS
+        for i in range(SAMPLE_BLOCKS):
+            f.seek(EDGE_BYTES + i * step)
+            h.update(f.read(min(SAMPLE_BYTES, step)))
+        f.seek(size - EDGE_BYTES)
+        h.update(f.read(EDGE_BYTES))
+    return h.hexdigest()
+
+
 def fingerprint(path: Path) -> str:
-    """A short hash that changes when the model's files change: names, sizes and small files' bytes."""
-    h = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.parts)
-    for p in files:
-        size = p.stat().st_size
-        h.update(f"{p.name}:{size}\n".encode())
-        if size <= 16 << 20:
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+    """A content fingerprint of a model file or directory (32 hex digits): `file_digest` of the
+    file, or of every file of the directory with its relative path. Names and places do not
+    count for a file, so a moved or renamed model keeps its fingerprint."""
+    if path.is_file():
+        return hashlib.sha256(f"{FINGERPRINT_SCHEME}\n{file_digest(path)}".encode()).hexdigest()[:32]
+    h = hashlib.sha256(f"{FINGERPRINT_SCHEME} dir\n".encode())
+    for p in sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.relative_to(path).parts):
+        h.update(f"{p.relative_to(path).as_posix()}:{file_digest(p)}\n".encode())
+    return h.hexdigest()[:32]
 
 
 def classify(spec: str) -> str:
@@ -113,10 +149,11 @@ class Located:
 
     def identity(self) -> dict:
         """What names these weights for --resume: the content fingerprint of a local file or
-        directory (not its path, so a moved model still resumes), or the Hub id and commit."""
+        directory (not its path, so a moved model still resumes), or the Hub id and commit. The
+        scheme is named too: a run started under another scheme is refused with that reason."""
         if self.kind == "hub":
             return {"kind": "hub", "id": self.spec, "revision": self.info["revision"]}
-        return {"kind": self.kind, "fingerprint": self.info["fingerprint"]}
+        return {"kind": self.kind, "fingerprint": self.info["fingerprint"], "fingerprint_scheme": FINGERPRINT_SCHEME}
 
 
 def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Located:
@@ -138,35 +175,46 @@ def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Lo
     return Located(spec, kind, where, kwargs, info)
 
 
-def load_located(located: Located, device, dtype) -> Loaded:
+def _from_pretrained(where: str, dtype, **kwargs):
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs)
+    return tokenizer, model
+
+
+def load_located(located: Located, device, dtype, use_cache: bool = True) -> Loaded:
+    """Load tokenizer and model; a GGUF file goes through the converted-model cache (gguf_cache)
+    unless `use_cache` is False. info["cache"] records what the cache did."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(located.where, **located.kwargs)
-        model = AutoModelForCausalLM.from_pretrained(located.where, dtype=dtype, **located.kwargs)
+        if located.kind == "gguf":
+            from . import gguf_cache
+
+            tokenizer, model, cache = gguf_cache.load(
+                Path(located.info["path"]), located.info["fingerprint"], dtype,
+                convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
+                load_entry=lambda entry: _from_pretrained(
+                    str(entry), dtype, trust_remote_code=located.kwargs.get("trust_remote_code", False)),
+                use_cache=use_cache)
+        else:
+            tokenizer, model = _from_pretrained(located.where, dtype, **located.kwargs)
+            cache = {"status": "not-gguf", "path": None}
     except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
         text = str(exc).strip()
         msg = text.splitlines()[0] if text else type(exc).__name__
         raise ModelError(f"could not load model {located.spec}: {msg[:300]}") from None
     model.to(device).eval()
-    return Loaded(model, tokenizer, dict(located.info))
+    return Loaded(model, tokenizer, {**located.info, "cache": cache})
 
 
-def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False) -> Loaded:
-    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype)
+def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False, use_cache=True) -> Loaded:
+    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype, use_cache=use_cache)
 
 
 # ---------------------------------------------------------------- a model already in memory
-
-
-def unwrap(model):
-    """The transformers model inside a DistributedDataParallel or FSDP1 wrapper (forward still goes
-    through the wrapper, which gathers the shards)."""
-    while type(model).__name__ in ("DistributedDataParallel", "FullyShardedDataParallel") and hasattr(model, "module"):
-        model = model.module
-    return model
 
 
 def check_causal_lm(model) -> None:

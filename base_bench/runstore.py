@@ -50,6 +50,7 @@ RUN_FILES = ("report.json", "predictions.md", "partial_results.jsonl", "run_conf
 PARTIAL = "partial_results.jsonl"
 CONFIG = "run_config.json"
 LOCK = ".lock"
+NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # flock() on a file system without it
 LOCK_GRACE_S = 0.25  # how long lock() retries a taken lock: another process's check() holds it for an instant
 log = logging.getLogger("base_bench")
 
@@ -168,31 +169,42 @@ class RunStore:
         self.write_text(CONFIG, json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
     def append(self, result: ItemResult) -> None:
-        """Add one finished item: a whole line, fsynced, or (StorageError) nothing at all."""
-        line = (json.dumps(result.to_json(), sort_keys=True) + "\n").encode("utf-8")
+        self.append_many([result])
+
+    def append_many(self, results) -> None:
+        """Add finished items, one line each, in one write, fsynced: all of them, or (StorageError)
+        none. The file is flocked while it is written, so ranks of one run that share the out-dir
+        never interleave their lines, and a failed write is cut back before anyone appends again."""
+        results = list(results)
+        if not results:
+            return
+        data = "".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in results).encode("utf-8")
         path = self.path(PARTIAL)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                _flock_wait(fd)
                 start = os.fstat(fd).st_size
                 try:
-                    write_all(fd, line)
+                    write_all(fd, data)
                     os.fsync(fd)
                 except BaseException:
-                    # A full disk can take part of the line. Cut it, so that the file still ends on a
-                    # whole line and a later append cannot leave a damaged line in the middle.
+                    # A full disk can take part of the lines. Cut them, so that the file still ends on
+                    # a whole line and a later append cannot leave a damaged line in the middle.
                     try:
                         os.ftruncate(fd, start)
                     except OSError:
                         pass  # then it is a torn last line, which load_partial drops
                     raise
             finally:
-                os.close(fd)
+                os.close(fd)  # closing releases the flock
             if start == 0:
                 fsync_dir(self.dir)
         except OSError as e:
-            raise self._write_failed(e, f"saving item {result.id} to {path}") from None
-        self.saved = (self.saved or 0) + 1
+            what = f"item {results[0].id}" if len(results) == 1 else f"{len(results)} items ({results[0].id}, ...)"
+            raise self._write_failed(e, f"saving {what} to {path}") from None
+        if self.saved is not None:
+            self.saved += len(results)
 
     def write_text(self, name: str, text: str) -> None:
         """Write via a temporary file and rename, so a crash never leaves half a file."""
@@ -323,9 +335,21 @@ def _try_flock(fd: int, kind: str) -> bool | None:
     except BlockingIOError:
         return False
     except OSError as e:
-        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+        if e.errno in NO_FLOCK:
             return None
         raise
+
+
+def _flock_wait(fd: int) -> None:
+    """An exclusive flock, waiting for it (the partial file is held for one append at a time);
+    nothing on a file system without flock."""
+    if fcntl is None:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as e:
+        if e.errno not in NO_FLOCK:
+            raise
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -101,14 +101,27 @@ def model_window(model, tokenizer=None) -> int | None:
     return v if isinstance(v, int) and 0 < v < 1_000_000 else None
 
 
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
+def unwrap(model):
+    """The transformers model inside a DistributedDataParallel or FSDP1 wrapper. Forward passes still
+    go through the wrapper, which gathers the shards; checks and signatures read the inner model."""
+    while type(model).__name__ in ("DistributedDataParallel", "FullyShardedDataParallel") and hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+def input_device(model) -> torch.device:
+    """Where the input ids go: the device of the first parameter that is not on the meta device
+    (weights offloaded by accelerate sit on 'meta' until their layer runs)."""
+    for p in model.parameters():
+        if p.device.type != "meta":
+            return p.device
+    return torch.device("cpu")
 
 
 @torch.no_grad()
 def score_reference(model, enc: Encoded) -> list[ChoiceScore]:
     """The card, literally: one forward pass per choice over context + continuation, no padding."""
-    dev = _device(model)
+    dev = input_device(model)
     out = []
     for cont in enc.continuations:
         ids = torch.tensor([list(enc.context) + list(cont)], device=dev)
@@ -122,7 +135,7 @@ def score_reference(model, enc: Encoded) -> list[ChoiceScore]:
 
 def _accepts(model, arg: str) -> bool:
     try:
-        return arg in inspect.signature(model.forward).parameters
+        return arg in inspect.signature(unwrap(model).forward).parameters
     except (TypeError, ValueError):
         return False
 
@@ -175,7 +188,7 @@ class _BatchScorer:
     def __init__(self, model, pad_id: int = 0):
         self.model = model
         self.pad_id = pad_id
-        self.device = _device(model)
+        self.device = input_device(model)
         self.dtype = next(model.parameters()).dtype
         self.keep_mode = "mask" if _accepts(model, "logits_to_keep") else "full"
 

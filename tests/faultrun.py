@@ -18,13 +18,14 @@ The forked processes die with the server.
 
     kill-after:FUNC[:N]       SIGKILL this process just after the N-th call (default 1) of FUNC
                               returns. FUNC: load (the model is loaded), lock (the out-dir lock is
-                              taken), start (run_config.json is written), append (an item is saved),
+                              taken), start (run_config.json is written), append (a scored batch is
+                              saved: RunStore.append_many),
                               evaluate (every file is written; the summary is not printed yet)
     kill-mid-write:FILE[:N]   the N-th os.write to FILE writes half of its bytes, then SIGKILL
     kill-before-replace:FILE  SIGKILL once FILE's temporary file is written and fsynced, before the
                               rename that puts it in place
     kill-after-replace:FILE   SIGKILL just after that rename
-    stall-after:append:N      after the N-th append, print "stalled PID" on stdout and sleep until a
+    stall-after:append:N      after the N-th append (batch), print "stalled PID" on stdout and sleep until a
                               signal ends the run (for the signal and lock tests)
     error-write:FILE:N:ERR    the N-th os.write to FILE writes half of its bytes (a short write, as
                               on a nearly full disk), and every later one raises OSError(ERR); ERR is
@@ -57,7 +58,7 @@ FUNCS = {  # FUNC -> (module, attribute path) of what kill-after wraps
     "load": ("base_bench.model", "load_located"),
     "lock": ("base_bench.runstore", "RunStore._acquire"),
     "start": ("base_bench.runstore", "RunStore.start"),
-    "append": ("base_bench.runstore", "RunStore.append"),
+    "append": ("base_bench.runstore", "RunStore.append_many"),
     "evaluate": ("base_bench.evaluation", "evaluate"),
 }
 

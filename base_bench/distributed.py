@@ -1,0 +1,182 @@
+"""Several processes, one run: the torch.distributed side of `evaluate`.
+
+    d = Ranks.current()                      # rank 0 of 1 when no process group is initialised
+    d.raise_if_any(error)                    # an error on any rank is raised on every rank
+    d.check_same({"data SHA-256": sha, ...}) # refuse, on every rank, if the ranks disagree
+    share(batches, d.world)[d.rank]          # this rank's batches, balanced by packed tokens
+    everyone = d.all_gather(obj)             # every rank's object, in rank order
+    ranks = init_from_env("cpu", timeout_s)  # the CLI under torchrun: init the process group
+
+`evaluate` calls these on every run; with one process each is a no-op or the identity, so a single
+process and N ranks go through the same code. The collectives are torch.distributed's object
+collectives over the process group the caller (torchrun, a training job) initialised, nccl or gloo
+alike: nothing here opens a socket or starts a process of its own.
+
+How the work is shared: the items still to score are sorted by packed length and cut into the same
+batches one process would use; the batches are dealt to the ranks longest first, each to the rank
+with the fewest packed tokens so far (tokens counted with padding, batch size times the longest
+row). Ranks then step through their batches in lockstep: after each step every rank has every
+rank's results. A rank with no batch left at a step runs a dummy batch whose result is dropped,
+because under FSDP (and DDP) every forward is a collective that all ranks must join.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Sequence
+
+from .errors import BaseBenchError, DistributedError
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def current(cls) -> "Ranks":
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return cls(dist.get_rank(), dist.get_world_size())
+        return cls()
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def all_gather(self, obj: Any) -> list:
+        """[rank 0's obj, rank 1's obj, ...] on every rank."""
+        if self.world == 1:
+            return [obj]
+        import torch.distributed as dist
+
+        out: list = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's `obj` on every rank."""
+        if self.world == 1:
+            return obj
+        import torch.distributed as dist
+
+        box = [obj if self.is_main else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def agree(self, flag: bool) -> bool:
+        """True on every rank only if `flag` is True on every rank."""
+        return all(self.all_gather(bool(flag)))
+
+    def raise_if_any(self, error: BaseException | None) -> None:
+        """Raise on every rank if any rank has an error: its own, or else the first failing rank's,
+        re-raised as the same base-bench class. `shared` is set on the exception of every rank but
+        rank 0, so that only rank 0 prints it."""
+        if self.world == 1:
+            if error is not None:
+                raise error
+            return
+        errors = self.all_gather(None if error is None else (type(error).__name__, str(error)))
+        failed = [(r, e) for r, e in enumerate(errors) if e is not None]
+        if not failed:
+            return
+        if error is not None:
+            error.shared = not self.is_main
+            raise error
+        rank, (name, message) = failed[0]
+        exc = _error_class(name)(f"rank {rank}: {message}" if rank else message)
+        exc.shared = not self.is_main
+        raise exc
+
+    def check_same(self, values: dict[str, Any]) -> None:
+        """DistributedError on every rank if any value differs between ranks (names say which)."""
+        if self.world == 1:
+            return
+        gathered = self.all_gather(values)
+        for key in values:
+            seen = [g.get(key) for g in gathered]
+            if any(v != seen[0] for v in seen):
+                shown = ", ".join(f"rank {r} has {_short(v)}" for r, v in enumerate(seen))
+                exc = DistributedError(f"the ranks disagree on the {key} ({shown}); every rank must score the same "
+                                       "data with the same model and settings")
+                exc.shared = not self.is_main
+                raise exc
+
+
+def _short(v) -> str:
+    s = str(v)
+    return s[:12] + "…" if len(s) > 16 else s
+
+
+def _error_class(name: str) -> type:
+    from . import errors
+
+    cls = getattr(errors, name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, BaseBenchError) else DistributedError
+
+
+def batch_cost(batch: Sequence) -> int:
+    """Tokens a packed batch feeds the model, padding included."""
+    return len(batch) * max(e.packed_length for e in batch)
+
+
+def make_batches(ordered: Sequence, batch_size: int) -> list[list]:
+    """Consecutive batches of a length-sorted list, as one process cuts them."""
+    return [list(ordered[i:i + batch_size]) for i in range(0, len(ordered), batch_size)]
+
+
+def share(batches: Sequence[list], world: int) -> list[list[list]]:
+    """Deal batches to `world` ranks, largest cost first, each to the least-loaded rank (ties to the
+    lowest rank); each rank keeps its batches in the given order."""
+    load = [0] * world
+    owner = [0] * len(batches)
+    for i in sorted(range(len(batches)), key=lambda i: -batch_cost(batches[i])):
+        r = min(range(world), key=lambda r: (load[r], r))
+        owner[i] = r
+        load[r] += batch_cost(batches[i])
+    return [[b for b, o in zip(batches, owner) if o == r] for r in range(world)]
+
+
+def world_from_env() -> int:
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        raise DistributedError(f"WORLD_SIZE is {os.environ['WORLD_SIZE']!r}, not a whole number") from None
+
+
+def init_from_env(device_type: str, timeout_s: float) -> tuple[Ranks, bool]:
+    """Initialise the process group from torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR,
+    MASTER_PORT, LOCAL_RANK) when WORLD_SIZE > 1 and no group exists yet. Returns the ranks and
+    whether this call initialised the group (so the caller destroys it at the end)."""
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return Ranks.current(), False
+    world = world_from_env()
+    if world <= 1:
+        return Ranks(), False
+    missing = [v for v in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
+    if missing:
+        err = DistributedError(f"WORLD_SIZE is {world} but {', '.join(missing)} is not set: start the ranks with "
+                               "torchrun (which sets them), or unset WORLD_SIZE for one process")
+        err.local = True
+        raise err
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    try:
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    except (RuntimeError, ValueError, OSError, socket.error) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        err = DistributedError(f"rank {os.environ['RANK']} of {world} could not join the rendezvous at {where} "
+                               f"within {timeout_s:g} s ({first[:200]}); are all ranks started, and is the address "
+                               "reachable?")
+        err.local = True  # no rank can speak for the others here: each prints its own line
+        raise err from None
+    return Ranks.current(), True

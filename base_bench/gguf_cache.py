@@ -1,0 +1,325 @@
+"""A disk cache of converted GGUF models, so that a GGUF file loads in seconds the second time.
+
+    tokenizer, model, record = load(gguf_path, fingerprint, dtype, convert, load_entry, use_cache=True)
+    # convert() -> (tokenizer, model) from the GGUF file (slow: parse metadata, dequantise)
+    # load_entry(dir) -> (tokenizer, model) from a cache entry (fast: from_pretrained on safetensors)
+    # record: what report.json says about the cache, e.g. {"status": "hit", "path": ..., "bytes": ...}
+
+Converting a GGUF file (reading its metadata, building the tokenizer, dequantising every tensor)
+takes tens of seconds even for a 93 MB file. The result, in the run's dtype, is saved once as an
+ordinary transformers export (`tokenizer.save_pretrained`, `model.save_pretrained` as safetensors
+with its config) and read back from there afterwards.
+
+Where: `$BASE_BENCH_CACHE`, else `$XDG_CACHE_HOME/base-bench`, else `~/.cache/base-bench`; entries
+live in its `gguf/` folder. Clearing the cache is deleting that folder.
+
+Key: the GGUF file's content fingerprint (model.fingerprint), the dtype, the versions of
+transformers, tokenizers, gguf and torch (which do the conversion), and FORMAT_VERSION (this
+module's layout). The entry's folder name is a hash of the key; its manifest.json holds the key
+in full, the source file, and every file's size and digest (model.file_digest).
+
+An entry is written into `gguf/.tmp-<key hash>-<host>-<pid>-<random>/`, manifest.json last, every
+file fsynced, and renamed to `gguf/<key hash>/` only when complete; the rename is atomic, so an
+entry under its final name is whole or absent. A process killed mid-write leaves a .tmp folder
+that is never read, and is deleted by a later load once its process is gone (or after a day).
+Before an entry is loaded its manifest is checked against the files: a missing or unreadable
+manifest, another key, a missing, extra, shorter or changed file makes it incomplete, and it is
+deleted and rebuilt, never loaded. Two processes filling the same entry at once each write their
+own .tmp folder; the first rename wins and the other discards its copy.
+
+Before writing, the free space under the cache root must hold the entry (its tensors' bytes in the
+run's dtype plus TOKENIZER_MARGIN) plus KEEP_FREE; otherwise the entry is skipped with a one-line
+note on stderr and the run carries on with the model it converted. A dequantised 70B model is about
+140 GB in bfloat16.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import torch
+
+from .model import file_digest
+
+ENV = "BASE_BENCH_CACHE"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+TOKENIZER_MARGIN = 64 << 20  # tokenizer files, configs and safetensors headers; SmolLM2's take 3.5 MB
+KEEP_FREE = 1 << 30  # never fill the disk to the last byte
+STALE_TMP_S = 24 * 3600
+
+STATUSES = ("hit", "written", "disabled", "skipped-no-space", "skipped-error", "not-cacheable", "not-gguf")
+
+
+def cache_root() -> Path:
+    """$BASE_BENCH_CACHE, else $XDG_CACHE_HOME/base-bench, else ~/.cache/base-bench."""
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "base-bench"
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
+def entry_key(fingerprint: str, dtype: torch.dtype) -> dict:
+    """Everything that can change the converted tokenizer or weights."""
+    return {
+        "format": FORMAT_VERSION,
+        "gguf_fingerprint": fingerprint,
+        "dtype": str(dtype).removeprefix("torch."),
+        "transformers": _version("transformers"),
+        "tokenizers": _version("tokenizers"),
+        "gguf": _version("gguf"),
+        "torch": torch.__version__,
+    }
+
+
+def key_hash(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def entry_dir(root: Path, key: dict) -> Path:
+    return root / "gguf" / key_hash(key)
+
+
+def note(text: str) -> None:
+    print(f"note: {text}", file=sys.stderr)
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n < 10e9 else f"{n / 1e9:.0f} GB"
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------------------------------- checking
+
+
+def problem(entry: Path, key: dict) -> str | None:
+    """Why `entry` must not be loaded (None when it is complete and matches `key`)."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return "no manifest"
+    except (OSError, ValueError) as exc:
+        return f"unreadable manifest ({type(exc).__name__})"
+    if not isinstance(manifest, dict) or manifest.get("key") != key or not isinstance(manifest.get("files"), dict):
+        return "manifest for another key"
+    files = manifest["files"]
+    try:
+        present = {p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file()} - {MANIFEST}
+        if present != set(files):
+            missing, extra = sorted(set(files) - present), sorted(present - set(files))
+            return f"files missing: {', '.join(missing)}" if missing else f"files not in the manifest: {', '.join(extra)}"
+        for name, meta in sorted(files.items()):
+            size = (entry / name).stat().st_size
+            if not isinstance(meta, dict) or size != meta.get("size"):
+                return f"{name} has {size} bytes, the manifest says {meta.get('size') if isinstance(meta, dict) else '?'}"
+            if file_digest(entry / name) != meta.get("digest"):
+                return f"{name} differs from its digest in the manifest"
+    except OSError as exc:
+        return f"unreadable ({exc.strerror or type(exc).__name__})"
+    return None
+
+
+def _discard(path: Path) -> None:
+    """Remove a folder; renamed aside first, so that its final name is free at once."""
+    trash = path.parent / f".trash-{uuid.uuid4().hex[:12]}"
+    try:
+        path.rename(trash)
+    except OSError:
+        return  # gone already, or not ours to delete; a later rename onto it fails and says so
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(gguf_dir: Path) -> list[Path]:
+    """Delete .tmp folders of writers that died (same host, pid gone; or older than a day) and
+    .trash folders. Returns what was deleted."""
+    gone = []
+    if not gguf_dir.is_dir():
+        return gone
+    host = socket.gethostname()
+    for p in gguf_dir.iterdir():
+        if p.name.startswith(".trash-"):
+            shutil.rmtree(p, ignore_errors=True)
+            gone.append(p)
+        elif p.name.startswith(".tmp-"):
+            parts = p.name.split("-")  # .tmp-<hash>-<host...>-<pid>-<random>
+            try:
+                pid, same_host = int(parts[-2]), "-".join(parts[2:-2]) == host
+                old = time.time() - p.stat().st_mtime > STALE_TMP_S
+            except (ValueError, IndexError, OSError):
+                continue
+            if old or (same_host and pid != os.getpid() and not _pid_alive(pid)):
+                shutil.rmtree(p, ignore_errors=True)
+                gone.append(p)
+    return gone
+
+
+# ----------------------------------------------------------------------------------------- writing
+
+
+def _tensor_bytes(model) -> int:
+    """Bytes of the model's state (tied tensors once), as save_pretrained will write them."""
+    seen, total = set(), 0
+    for t in model.state_dict().values():
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), t.numel()) if t.device.type != "meta" else id(t)
+        if key not in seen:
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total
+
+
+def cacheable(model, dtype: torch.dtype) -> bool:
+    """True when the model holds plain (dequantised) tensors in `dtype`, as transformers loads a GGUF
+    without GGUF matmul kernels. Weights kept packed for such kernels are not what the cache holds."""
+    if any(type(m).__name__.lower().startswith("gguf") for m in model.modules()):
+        return False
+    return all(p.dtype == dtype for p in model.parameters())
+
+
+@contextlib.contextmanager
+def _as_plain_export(model):
+    """Let save_pretrained write a GGUF-loaded model: transformers refuses to serialise a model
+    that carries a GGUF quantizer, even when its weights were dequantised on load."""
+    quantizer = getattr(model, "hf_quantizer", None)
+    had_qc = hasattr(model.config, "quantization_config")
+    qc = getattr(model.config, "quantization_config", None)
+    model.hf_quantizer = None
+    if had_qc:
+        del model.config.quantization_config
+    try:
+        yield model
+    finally:
+        model.hf_quantizer = quantizer
+        if had_qc:
+            model.config.quantization_config = qc
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file, or a folder's entries, to disk (folders: where the platform allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if path.is_dir():
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not path.is_dir():
+            raise
+    finally:
+        os.close(fd)
+
+
+def _manifest(tmp: Path, key: dict, source: Path) -> dict:
+    files = {}
+    for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
+        _fsync(p)
+        files[p.relative_to(tmp).as_posix()] = {"size": p.stat().st_size, "digest": file_digest(p)}
+    return {"format": FORMAT_VERSION, "key": key, "source": {"name": source.name, "path": str(source)},
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files,
+            "bytes": sum(f["size"] for f in files.values())}
+
+
+def write_entry(root: Path, key: dict, source: Path, tokenizer, model) -> dict:
+    """Save tokenizer and model as the entry for `key`; return the cache record for the report."""
+    final = entry_dir(root, key)
+    need = _tensor_bytes(model) + TOKENIZER_MARGIN
+    free = shutil.disk_usage(root).free
+    if free < need + KEEP_FREE:
+        note(f"not caching the converted GGUF model: the entry needs {_gb(need)} (plus {_gb(KEEP_FREE)} kept "
+             f"free), {_gb(free)} free in {root}")
+        return {"status": "skipped-no-space", "path": None, "bytes_needed": need, "bytes_free": free}
+    tmp = final.parent / f".tmp-{final.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.mkdir()
+        tokenizer.save_pretrained(tmp)
+        with _as_plain_export(model):
+            model.save_pretrained(tmp)
+        manifest = _manifest(tmp, key, source)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        _fsync(tmp / MANIFEST)
+        _fsync(tmp)
+        try:
+            os.rename(tmp, final)  # atomic; refused when another process published first
+        except OSError:
+            if problem(final, key) is not None:
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+            return {"status": "written", "path": str(final), "bytes": dir_bytes(final),
+                    "note": "another process wrote the same entry first; its copy is kept"}
+        _fsync(final.parent)
+    except Exception as exc:  # noqa: BLE001 - a cache that cannot be written must not stop the run
+        shutil.rmtree(tmp, ignore_errors=True)
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        note(f"not caching the converted GGUF model: {text}")
+        return {"status": "skipped-error", "path": None, "error": text}
+    size = dir_bytes(final)
+    note(f"cached the converted GGUF model ({_gb(size)}) in {final}; later loads read it from there")
+    return {"status": "written", "path": str(final), "bytes": size}
+
+
+# ----------------------------------------------------------------------------------------- loading
+
+
+def load(gguf_path: Path, fingerprint: str, dtype: torch.dtype, convert: Callable[[], tuple],
+         load_entry: Callable[[Path], tuple], use_cache: bool = True, root: Path | None = None):
+    """(tokenizer, model, record): from the cache entry when there is a complete one, else from
+    `convert()`, and then written to the cache (unless `use_cache` is False: then the cache is
+    neither read nor written, nor its folder created)."""
+    if not use_cache:
+        tokenizer, model = convert()
+        return tokenizer, model, {"status": "disabled", "path": None}
+    root = cache_root() if root is None else root
+    key = entry_key(fingerprint, dtype)
+    final = entry_dir(root, key)
+    if final.exists():
+        why = problem(final, key)
+        if why is None:
+            try:
+                tokenizer, model = load_entry(final)
+                return tokenizer, model, {"status": "hit", "path": str(final), "bytes": dir_bytes(final)}
+            except Exception as exc:  # noqa: BLE001 - a damaged entry is rebuilt, not fatal
+                why = f"it does not load ({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]})"
+        note(f"the GGUF cache entry {final} is incomplete or damaged ({why}); rebuilding it")
+        _discard(final)
+    tokenizer, model = convert()
+    if not cacheable(model, dtype):
+        return tokenizer, model, {"status": "not-cacheable", "path": None}
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        note(f"not caching the converted GGUF model: cannot create {final.parent} ({exc.strerror})")
+        return tokenizer, model, {"status": "skipped-error", "path": None, "error": str(exc)}
+    clean_leftovers(final.parent)
+    return tokenizer, model, write_entry(root, key, gguf_path, tokenizer, model)

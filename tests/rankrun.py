@@ -1,0 +1,78 @@
+"""Run the base-bench command line as one rank of a torchrun job, with a fault on one rank.
+
+    torchrun --nproc_per_node 2 tests/rankrun.py [base-bench flags]
+
+The fault comes from environment variables, so the production code has no test hooks:
+
+    RANKRUN_RANK=1                 the rank the fault applies to (default 1)
+    RANKRUN_FAULT=kill-after:N     that rank SIGKILLs itself right after its N-th save of results,
+                                   having first listed the ids it scored in RANKRUN_LOG
+    RANKRUN_FAULT=oom              every forward on that rank runs out of memory
+    RANKRUN_FAULT=oom-after:N      every forward after the first N runs out of memory
+    RANKRUN_FAULT=oom-above:K      forwards of more than K items on that rank run out of memory
+    RANKRUN_FAULT=arg:FLAG=VALUE   that rank runs with FLAG VALUE instead (e.g. arg:--local-data=/x)
+    RANKRUN_COUNT=PATH             every rank appends one line per forward call of the model to
+                                   PATH.<rank> (to check that all ranks call the model equally often)
+"""
+
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from base_bench import scoring  # noqa: E402
+from base_bench.cli import main  # noqa: E402
+from base_bench.runstore import RunStore  # noqa: E402
+
+rank = int(os.environ.get("RANK", "0"))
+fault = os.environ.get("RANKRUN_FAULT", "")
+argv = sys.argv[1:]
+
+if fault and rank == int(os.environ.get("RANKRUN_RANK", "1")):
+    kind, _, value = fault.partition(":")
+    if kind == "kill-after":
+        real_append, saves = RunStore.append_many, []
+
+        def append_then_die(self, rows):
+            real_append(self, rows)
+            saves.append([r.id for r in rows])
+            if len(saves) == int(value):
+                Path(os.environ["RANKRUN_LOG"]).write_text(json.dumps(sum(saves, [])))
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        RunStore.append_many = append_then_die
+    elif kind in ("oom", "oom-above", "oom-after"):
+        n = int(value) if value else 0
+        real_call, calls = scoring.PackedScorer.__call__, []
+
+        def short_of_memory(self, batch):
+            calls.append(len(batch))
+            if (kind == "oom-after" and len(calls) > n) or (kind != "oom-after" and len(batch) > n):
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated on this rank)")
+            return real_call(self, batch)
+
+        scoring.PackedScorer.__call__ = short_of_memory
+    elif kind == "arg":
+        flag, _, new = value.partition("=")
+        argv[argv.index(flag) + 1] = new
+
+if os.environ.get("RANKRUN_COUNT"):
+    from transformers import PreTrainedModel
+
+    real_call_impl = torch.nn.Module._call_impl
+    counter = Path(f"{os.environ['RANKRUN_COUNT']}.{rank}")
+
+    def counted(self, *args, **kwargs):
+        if isinstance(self, PreTrainedModel) and self.__class__.__name__.endswith("ForCausalLM"):
+            with counter.open("a") as f:
+                f.write("forward\n")
+        return real_call_impl(self, *args, **kwargs)
+
+    torch.nn.Module.__call__ = counted
+
+sys.exit(main(argv))

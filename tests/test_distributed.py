@@ -1,0 +1,308 @@
+"""Several ranks on CPU: torchrun with the gloo backend, 2 or 3 ranks, tiny random models.
+
+Every multi-rank report must equal the single-process one (every choice within 1e-4, the same
+predictions, the same Elo and intervals); runs resume across world sizes; a killed rank loses no
+item it saved; bad setups end on every rank with one line on rank 0 and no hang.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from base_bench.distributed import Ranks, batch_cost, make_batches, share
+from base_bench.scoring import Encoded
+from fixtures import write_dataset
+from tiny import save_tiny
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+TIMEOUT = 300
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("dist")
+    write_dataset(d / "data")
+    save_tiny(d / "tiny")
+    save_tiny(d / "other", seed=1)
+    return d
+
+
+def flags(setup, out, *extra):
+    return ["--model", str(setup / "tiny"), "--local-data", str(setup / "data"), "--device", "cpu",
+            "--out-dir", str(out), "--dist-timeout", "60", *map(str, extra)]
+
+
+def torchrun(n, args, env=None, script=None):
+    """`torchrun --nproc_per_node n` on benchmark.py (or tests/rankrun.py); returns the CompletedProcess."""
+    cmd = [*TORCHRUN, "--nproc_per_node", str(n), "--master_port", str(free_port()),
+           str(script or ROOT / "benchmark.py"), *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def single(args):
+    return subprocess.run([sys.executable, str(ROOT / "benchmark.py"), *args], capture_output=True, text=True,
+                          timeout=TIMEOUT, cwd=ROOT)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def report(out) -> dict:
+    return json.loads((Path(out) / "report.json").read_text())
+
+
+def assert_same(a: dict, b: dict):
+    assert [i["id"] for i in a["items"]] == [i["id"] for i in b["items"]]
+    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
+                for x, y in zip(i["choices"], j["choices"]))
+    assert worst < 1e-4
+    assert [i["prediction"] for i in a["items"]] == [i["prediction"] for i in b["items"]]
+    assert a["results"] == b["results"]  # the same Elo, intervals and accuracies, to the bit
+
+
+def partial_ids(out) -> list[str]:
+    return [json.loads(x)["id"] for x in (Path(out) / "partial_results.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def reference(setup):
+    """One process, the whole generated set."""
+    out = setup / "single"
+    p = single(flags(setup, out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    return report(out)
+
+
+# ---------------------------------------------------------------- sharing (pure)
+
+
+def enc(i, n):
+    return Encoded(f"x{i}", tuple(range(n)), ((1, 2), (3,), (4, 5, 6), (7,)))
+
+
+def test_share_balances_packed_tokens_not_item_counts():
+    lengths = [300, 280, 90, 80, 70, 60, 50, 40, 30, 20, 12, 10, 9, 8]
+    batches = make_batches([enc(i, n) for i, n in enumerate(lengths)], 2)
+    shares = share(batches, 2)
+    assert sorted(b[0].id for s in shares for b in s) == sorted(b[0].id for b in batches)  # disjoint, complete
+    loads = [sum(batch_cost(b) for b in s) for s in shares]
+    assert max(loads) - min(loads) <= max(batch_cost(b) for b in batches)
+    assert len(shares[0]) != len(shares[1])  # balanced by tokens, so the counts differ
+    assert share(batches, 1) == [batches]
+    assert share(batches[:1], 3)[1:] == [[], []]
+
+
+def test_one_process_is_rank_0_of_1():
+    d = Ranks.current()
+    assert (d.rank, d.world, d.is_main) == (0, 1, True)
+    assert d.all_gather("x") == ["x"] and d.broadcast(5) == 5 and d.agree(True) and not d.agree(False)
+    d.check_same({"a": 1})
+
+
+# ---------------------------------------------------------------- data parallel through the CLI
+
+
+def test_two_ranks_equal_one_process(setup, reference):
+    out = setup / "two"
+    p = torchrun(2, flags(setup, out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    rep = report(out)
+    assert_same(reference, rep)
+    assert rep["config"]["world_size"] == 2 and reference["config"]["world_size"] == 1
+    assert rep["config"]["threads"] == 1
+    ids = partial_ids(out)
+    assert len(ids) == 350 == len(set(ids))
+    # only rank 0 talks: one summary, one progress bar
+    assert p.stdout.count("Overall Elo") == 1 and p.stdout.count("wrote ") == 1
+    assert p.stderr.count("scoring:") >= 1 and "rank 1" not in p.stderr
+
+
+def test_three_ranks_with_python_m_base_bench(setup, reference):
+    out = setup / "three"
+    cmd = [*TORCHRUN, "--nproc_per_node", "3", "--master_port", str(free_port()), "-m", "base_bench",
+           *flags(setup, out, "--batch-size", 5)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    rep = report(out)
+    assert_same(reference, rep)
+    assert rep["config"]["world_size"] == 3
+
+
+def test_resume_across_world_sizes(setup, reference):
+    a = setup / "grow-2-to-1"
+    p = torchrun(2, flags(setup, a, "--limit", 40))
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = single(flags(setup, a, "--resume"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    rep = report(a)
+    assert rep["timing"]["items_scored_this_session"] == 310 and rep["config"]["world_size"] == 1
+    assert_same(reference, rep)
+    b = setup / "grow-1-to-3"
+    p = single(flags(setup, b, "--limit", 40))
+    assert p.returncode == 0, p.stderr[-3000:]
+    p = torchrun(3, flags(setup, b, "--resume"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    rep = report(b)
+    assert rep["timing"]["items_scored_this_session"] == 310 and rep["config"]["world_size"] == 3
+    assert_same(reference, rep)
+    for out in (a, b):
+        ids = partial_ids(out)
+        assert len(ids) == 350 == len(set(ids))  # no item scored twice
+        assert json.loads((out / "run_config.json").read_text())["signature"].get("world_size") is None
+
+
+def test_sigkill_of_one_rank_keeps_what_it_saved(setup, reference, tmp_path):
+    out = tmp_path / "killed"
+    log = tmp_path / "rank1-saved.json"
+    p = torchrun(2, flags(setup, out, "--batch-size", 4), script=ROOT / "tests" / "rankrun.py",
+                 env={"RANKRUN_FAULT": "kill-after:5", "RANKRUN_LOG": str(log)})
+    assert p.returncode != 0
+    saved_by_rank1 = json.loads(log.read_text())
+    ids = set(partial_ids(out))
+    assert len(saved_by_rank1) == 20 and set(saved_by_rank1) <= ids  # every item rank 1 had finished
+    assert not (out / "report.json").exists()
+    p = single(flags(setup, out, "--resume"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    rep = report(out)
+    assert rep["timing"]["items_scored_this_session"] == 350 - len(ids)
+    assert_same(reference, rep)
+    assert sorted(set(partial_ids(out))) == sorted(i["id"] for i in rep["items"])
+
+
+def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_path):
+    out = tmp_path / "oom-some"
+    p = torchrun(2, flags(setup, out, "--batch-size", 8), script=ROOT / "tests" / "rankrun.py",
+                 env={"RANKRUN_FAULT": "oom-above:2"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "on rank 1; batch size lowered to 4" in p.stderr and "batch size lowered to 2" in p.stderr
+    rep = report(out)
+    assert rep["config"]["batch_size_used"] == 2
+    assert_same(reference, rep)
+
+
+# ---------------------------------------------------------------- bad setups: one line on rank 0, no hang
+
+
+def error_lines(p) -> list[str]:
+    return [x for x in p.stderr.splitlines() if x.startswith("base-bench: error:")]
+
+
+def exit_codes(p) -> list[int]:
+    """Every failed rank's exit code, from torchrun's failure summary."""
+    return sorted(int(x.split(":")[1].split()[0]) for x in p.stderr.splitlines() if x.strip().startswith("exitcode"))
+
+
+def stopped_both(p) -> bool:
+    """Both ranks ended non-zero, and at least one by itself with the usage code 2 (torchrun sends
+    SIGTERM to a rank still shutting down when another has already exited: -15, or 2 when the CLI's
+    handler catches it while the error is still unwinding)."""
+    codes = exit_codes(p)
+    return len(codes) == 2 and 2 in codes and all(c in (2, -15) for c in codes)
+
+
+def ours_in_traceback(p) -> bool:
+    """A Python traceback through base-bench's code (torchrun prints its own ChildFailedError one)."""
+    return f'File "{ROOT / "base_bench"}' in p.stderr
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("oom-after:1", "out of accelerator memory on rank 1 even at batch size 1"),
+    ("oom", "out of accelerator memory while checking packing on 2 items; try a smaller dtype or another device"),
+])
+def test_oom_at_batch_size_1_stops_every_rank(setup, tmp_path, fault, message):
+    out = tmp_path / "oom-all"
+    p = torchrun(2, flags(setup, out, "--batch-size", 2), script=ROOT / "tests" / "rankrun.py",
+                 env={"RANKRUN_FAULT": fault})
+    assert p.returncode != 0 and stopped_both(p)
+    assert error_lines(p) == [f"base-bench: error: {message}"]  # said once, by rank 0
+    assert not ours_in_traceback(p)
+
+
+@pytest.mark.parametrize("swap, fragment", [
+    ("--local-data", "the ranks disagree on the data SHA-256"),
+    ("--model", "the ranks disagree on the model fingerprint"),
+])
+def test_ranks_that_disagree_are_refused_before_scoring(setup, tmp_path, swap, fragment):
+    other = tmp_path / "otherdata"
+    recs_path = write_dataset(other)
+    recs_path.write_text(recs_path.read_text().replace("she looked at", "he looked at"))
+    new = str(other) if swap == "--local-data" else str(setup / "other")
+    out = tmp_path / "disagree"
+    p = torchrun(2, flags(setup, out), script=ROOT / "tests" / "rankrun.py",
+                 env={"RANKRUN_FAULT": f"arg:{swap}={new}"})
+    assert p.returncode != 0 and stopped_both(p)
+    lines = error_lines(p)
+    assert len(lines) == 1 and fragment in lines[0], p.stderr[-2000:]
+    assert not ours_in_traceback(p)
+    assert not (out / "partial_results.jsonl").exists()  # nothing was scored
+
+
+def test_world_size_without_rendezvous_is_one_line(setup, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    p = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), *flags(setup, tmp_path / "x")],
+                       capture_output=True, text=True, timeout=60, env={**env, "WORLD_SIZE": "2", "RANK": "0"})
+    assert p.returncode == 2 and error_lines(p) and "MASTER_ADDR, MASTER_PORT is not set" in p.stderr
+    # an address where nobody answers: rank 1 gives up after --dist-timeout
+    port = free_port()
+    args = flags(setup, tmp_path / "y")
+    args[args.index("--dist-timeout") + 1] = "3"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), *args], capture_output=True, text=True,
+                       timeout=120, env={**env, "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1",
+                                         "MASTER_PORT": str(port)})
+    assert p.returncode == 2, p.stderr[-2000:]
+    lines = error_lines(p)
+    assert len(lines) == 1 and "could not join the rendezvous at 127.0.0.1" in lines[0]
+    assert "Traceback" not in p.stderr and not (tmp_path / "y").exists()
+
+
+def test_each_rank_takes_its_local_gpu_and_cuda_n_is_refused(monkeypatch):
+    import torch
+
+    from base_bench.cli import _rank_device
+    from base_bench.errors import DistributedError
+
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert _rank_device(torch.device("cuda"), "cuda", 4) == torch.device("cuda", 3)
+    assert _rank_device(torch.device("cuda"), "auto", 4) == torch.device("cuda", 3)
+    assert _rank_device(torch.device("cpu"), "cpu", 4) == torch.device("cpu")
+    assert _rank_device(torch.device("cuda", 1), "cuda:1", 1) == torch.device("cuda", 1)
+    with pytest.raises(DistributedError, match="--device cuda:1 names one GPU.*pass --device cuda"):
+        _rank_device(torch.device("cuda", 1), "cuda:1", 4)
+
+
+# ---------------------------------------------------------------- evaluate() on every rank (API)
+
+
+@pytest.mark.parametrize("wrap", ["replica", "fsdp2", "fsdp1"])
+def test_evaluate_on_every_rank(setup, tmp_path, wrap):
+    from base_bench import evaluate
+    from tiny import tiny_model, tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    want = evaluate(tiny_model("llama", tok), tok, str(setup / "data"), limit=45, batch_size=4, progress=False)
+    cmd = [*TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()), str(ROOT / "tests" / "rankeval.py"),
+           str(tmp_path), str(setup / "data"), "tiny", wrap, "45", "4"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for g in got:  # the full report on every rank
+        assert_same(want, g["report"])
+        assert g["report"]["config"]["world_size"] == 2
+    assert got[0]["report"]["config"]["model"]["fingerprint"] == got[1]["report"]["config"]["model"]["fingerprint"]
+    # 45 items in batches of 4 is 12 batches, shared unevenly by tokens: every rank still calls the
+    # model equally often (dummy batches), as FSDP's collective forwards need
+    assert got[0]["forward_calls"] == got[1]["forward_calls"]
+    assert (tmp_path / "run-rank0" / "report.json").exists() and not (tmp_path / "run-rank1").exists()
+    assert json.loads((tmp_path / "run-rank0" / "report.json").read_text())["results"] == want["results"]
