@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__, card
-from .cliargs import EXIT_STORAGE, EXIT_USAGE, fail, positive_int
+from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
 from .errors import BaseBenchError, StorageError
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
@@ -34,7 +34,7 @@ def _batch_size(text):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="base-bench",
         description=f"Score a base causal LM on {card.HUB_DATASET.split('/')[1].replace('-', ' ')}: each item's four\n"
         "continuations are ranked by mean token log-probability, and the outcomes are\n"
@@ -76,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow model repositories to run their own Python code (off by default)")
+    p.add_argument("--device-map", choices=DEVICE_MAPS, metavar="MAP",
+                   help="spread a model too big for one device over the visible GPUs, then the CPU, then the disk "
+                        "(accelerate's big-model loading): auto, balanced, balanced_low_0 or sequential. Not with "
+                        "--device, nor under torchrun")
+    p.add_argument("--max-memory", type=max_memory, metavar="SPEC",
+                   help="with --device-map: the most each device may hold, e.g. cuda:0=70GiB,cuda:1=70GiB,cpu=200GiB")
+    p.add_argument("--offload-folder", metavar="DIR",
+                   help="with --device-map: where layers that fit no device are kept on disk")
     p.add_argument("--no-cache", action="store_true",
                    help="for a .gguf model, neither read nor write the cache of converted models "
                         "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)")
@@ -109,6 +117,7 @@ def run(args) -> int:
     from .runstore import RunStore
 
     out_dir = resolve_out_dir(args)
+    placement = _placement(args, world_from_env())
     device = _rank_device(resolve_device(args.device), args.device, world_from_env())
     ranks, owned = init_from_env(device.type, args.dist_timeout)
     try:
@@ -130,7 +139,7 @@ def run(args) -> int:
         t0 = time.perf_counter()
         loaded, error = None, None
         try:
-            loaded = load_located(located, device, dtype, use_cache=not args.no_cache)
+            loaded = load_located(located, device, dtype, use_cache=not args.no_cache, placement=placement)
         except BaseBenchError as exc:
             error = exc
         ranks.raise_if_any(error)
@@ -147,6 +156,25 @@ def run(args) -> int:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+
+
+def _placement(args, world: int):
+    """--device-map and its options, checked against the flags they cannot go with."""
+    from .errors import UsageError
+    from .model import Placement
+
+    if not args.device_map:
+        extra = [f for f, v in (("--max-memory", args.max_memory), ("--offload-folder", args.offload_folder)) if v]
+        if extra:
+            raise UsageError(f"{' and '.join(extra)} only work with --device-map (add --device-map auto)")
+        return None
+    if args.device != "auto":
+        raise UsageError(f"--device-map places the layers itself (GPUs, then CPU, then disk); drop --device "
+                         f"{args.device}, or drop --device-map to put the whole model on {args.device}")
+    if world > 1:
+        raise UsageError("--device-map splits one model over this machine's devices in one process, while torchrun "
+                         "runs one process with a whole model per GPU: use one or the other")
+    return Placement(args.device_map, args.max_memory, args.offload_folder)
 
 
 def _rank_device(device, asked: str, world: int):

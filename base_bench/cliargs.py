@@ -64,3 +64,10 @@ def max_memory(text: str) -> dict:
     if not out:
         raise argparse.ArgumentTypeError("--max-memory is empty")
     return out
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad flag gets two lines (the error, and where help is), not the whole usage."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\nsee `{self.prog} --help`\n")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from . import card
-from .cliargs import fail, positive_int
+from .cliargs import Parser, fail, positive_int
 from .paired import mcnemar_exact, paired_difference
 from .report import md_cell, pct
 from .reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
@@ -305,7 +305,7 @@ def render_markdown(cmp: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="base-bench compare",
         description="Compare two runs on the same items: Overall and category Elo differences (B − A) with a "
                     "paired bootstrap interval, an exact McNemar test, the items that flipped, and a verdict.")

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from . import card, plots
-from .cliargs import fail
+from .cliargs import Parser, fail
 from .reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
 from .report import pct
 
@@ -222,7 +222,7 @@ def summary_lines(board: dict) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="base-bench leaderboard",
         description="Rank finished runs by Overall Elo and write leaderboard.md, a self-contained leaderboard.html "
                     "and PNG plots (category Elo with intervals; calibration by item Elo). " + GROUPING_NOTE)

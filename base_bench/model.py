@@ -175,39 +175,83 @@ def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Lo
     return Located(spec, kind, where, kwargs, info)
 
 
-def _from_pretrained(where: str, dtype, **kwargs):
+def _from_pretrained(where: str, dtype, placement: dict | None = None, **kwargs):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs, **(placement or {}))
     return tokenizer, model
 
 
-def load_located(located: Located, device, dtype, use_cache: bool = True) -> Loaded:
+@dataclass(frozen=True)
+class Placement:
+    """`--device-map` and its options: accelerate's big-model loading puts the layers on the visible
+    GPUs first, then the CPU, then the disk, each within its `max_memory` budget."""
+
+    device_map: str = "auto"
+    max_memory: dict | None = None
+    offload_folder: str | None = None
+
+    def kwargs(self) -> dict:
+        out = {"device_map": self.device_map}
+        if self.max_memory:
+            out["max_memory"] = self.max_memory
+        if self.offload_folder:
+            out["offload_folder"] = self.offload_folder
+        return out
+
+
+def _dispatch(model, placement: Placement):
+    """Place a model that is already in memory (a GGUF conversion) the way from_pretrained would."""
+    from accelerate import dispatch_model, infer_auto_device_map
+
+    device_map = infer_auto_device_map(model, max_memory=placement.max_memory,
+                                       no_split_module_classes=getattr(model, "_no_split_modules", None))
+    if set(device_map) == {""}:  # the whole model on one device: name its parts (accelerate's disk
+        device_map = {name: device_map[""] for name, _ in model.named_children()}  # offload needs names)
+    return dispatch_model(model, device_map=device_map, offload_dir=placement.offload_folder)
+
+
+def load_located(located: Located, device, dtype, use_cache: bool = True, placement: Placement | None = None) -> Loaded:
     """Load tokenizer and model; a GGUF file goes through the converted-model cache (gguf_cache)
-    unless `use_cache` is False. info["cache"] records what the cache did."""
+    unless `use_cache` is False. info["cache"] records what the cache did. With a `placement`
+    (`--device-map`), the layers are spread over the devices instead of moved to `device`, and
+    info["device_map"] records where each went."""
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
+    place = placement.kwargs() if placement else None
     try:
         if located.kind == "gguf":
             from . import gguf_cache
 
+            trust = located.kwargs.get("trust_remote_code", False)
+            # the conversion is made whole on the CPU; the placed model is then read from the cache
+            # entry (or, with no entry, dispatched from memory)
             tokenizer, model, cache = gguf_cache.load(
                 Path(located.info["path"]), located.info["fingerprint"], dtype,
                 convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
-                load_entry=lambda entry: _from_pretrained(
-                    str(entry), dtype, trust_remote_code=located.kwargs.get("trust_remote_code", False)),
+                load_entry=lambda entry: _from_pretrained(str(entry), dtype, place, trust_remote_code=trust),
                 use_cache=use_cache)
+            if placement and cache["status"] == "written":
+                del model
+                tokenizer, model = _from_pretrained(cache["path"], dtype, place, trust_remote_code=trust)
+            elif placement and cache["status"] != "hit":
+                model = _dispatch(model, placement)
         else:
-            tokenizer, model = _from_pretrained(located.where, dtype, **located.kwargs)
+            tokenizer, model = _from_pretrained(located.where, dtype, place, **located.kwargs)
             cache = {"status": "not-gguf", "path": None}
     except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
         text = str(exc).strip()
         msg = text.splitlines()[0] if text else type(exc).__name__
         raise ModelError(f"could not load model {located.spec}: {msg[:300]}") from None
-    model.to(device).eval()
-    return Loaded(model, tokenizer, {**located.info, "cache": cache})
+    info = {**located.info, "cache": cache}
+    if placement:
+        info["device_map"] = {k or "(whole model)": str(v) for k, v in getattr(model, "hf_device_map", {}).items()}
+        model.eval()
+    else:
+        model.to(device).eval()
+    return Loaded(model, tokenizer, info)
 
 
 def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False, use_cache=True) -> Loaded:

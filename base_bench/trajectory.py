@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from . import plots
-from .cliargs import fail
+from .cliargs import Parser, fail
 from .errors import ReportError
 from .report import md_cell, pct
 from .reports_io import display_name, html_page, load_report, refuse_existing, write_atomic
@@ -148,7 +148,7 @@ def summary_lines(traj: dict) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="base-bench trajectory",
         description="Plot a model's Overall and category Elo against training step, from the step-<N>/report.json "
                     "files BaseBenchCallback writes, and write a Markdown table and a self-contained HTML page.")

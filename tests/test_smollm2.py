@@ -24,9 +24,10 @@ GGUF = str(Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_
 pytestmark = pytest.mark.integration
 
 
-def cli(*args, **kw):
+def cli(*args, device="cpu", **kw):
+    where = ["--device", device] if device else []
     return subprocess.Popen([sys.executable, str(ROOT / "benchmark.py"), "--model", GGUF, "--local-data", str(ROOT),
-                             "--device", "cpu", "--threads", "2", *map(str, args)],
+                             *where, "--threads", "2", *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
@@ -46,12 +47,14 @@ def test_batched_scores_equal_unbatched_loop(smol):
     )
 
     items = load_dataset_file(ROOT / "data" / "test.jsonl").items
-    picked = [items[i] for i in range(0, 350, 9)]  # 39 items across all categories
+    picked = [items[i] for i in range(0, 350, 17)]  # 21 items, 3 per category
     window = model_window(smol.model, smol.tokenizer)
     encs = [encode_item(smol.tokenizer, it, window=window) for it in picked]
     ref = [score_reference(smol.model, e) for e in encs]
-    for cls in (PackedScorer, PlainScorer):
-        for bs in (1, 3, 8, 32):
+    # the packed scorer is the runner's; the plain one is its fallback (all batch sizes of both are
+    # checked on tiny models in tests/test_scoring.py, and on the whole set by bench/exactness.py)
+    for cls, sizes in ((PackedScorer, (1, 3, 8, 32)), (PlainScorer, (1, 8))):
+        for bs in sizes:
             got = score_in_batches(cls(smol.model, 0), encs, bs)
             assert max_abs_diff(got, ref) < 1e-4, (cls.name, bs)
             assert [pick(g) for g in got] == [pick(r) for r in ref]
@@ -159,3 +162,21 @@ def test_fsdp2_two_ranks_on_cpu_equal_one_process(smol, tmp_path):
         assert worst < 1e-4, worst
         assert [i["prediction"] for i in rep["items"]] == [i["prediction"] for i in want["items"]]
         assert rep["results"] == want["results"] and rep["config"]["world_size"] == 2
+
+
+def test_device_map_with_disk_offload_equals_one_device(whole, tmp_path):
+    """--device-map auto with a small --max-memory pushes part of SmolLM2 to disk: same scores."""
+    out = tmp_path / "placed"
+    p = cli("--limit", 12, "--out-dir", out, "--device-map", "auto", "--max-memory", "cpu=200MB",
+            "--offload-folder", tmp_path / "offload", device=None)
+    _, err = p.communicate(timeout=900)
+    assert p.returncode == 0, err[-2000:]
+    placed = json.loads((out / "report.json").read_text())
+    one = json.loads((whole / "report.json").read_text())
+    where = placed["config"]["model"]["device_map"]
+    assert "disk" in where.values() and "cpu" in where.values(), where
+    pairs = list(zip(one["items"][:12], placed["items"]))
+    assert [a["id"] for a, _ in pairs] == [b["id"] for _, b in pairs]
+    worst = max(abs(x["logprob"] - y["logprob"]) for a, b in pairs for x, y in zip(a["choices"], b["choices"]))
+    assert worst < 1e-4
+    assert [a["prediction"] for a, _ in pairs] == [b["prediction"] for _, b in pairs]
