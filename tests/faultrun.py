@@ -258,6 +258,7 @@ class ForkServer:
             return self._reply(timeout)["returncode"]
         except TimeoutError:
             os.kill(self.pid, signal.SIGKILL)
+            self._reply(30)  # its exit, so that the next request and its answers stay in step
             raise
 
     def run(self, faults: list[str], args: list[str], log: str | Path, timeout: float = 300) -> int:
