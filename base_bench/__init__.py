@@ -13,12 +13,13 @@ outcomes into the card's ratings, `report` builds report.json, `runstore` keeps 
 """
 
 from .errors import (
-    BaseBenchError, DataError, DistributedError, HubError, ModelError, ReportError, RunError, ScoringError, UsageError,
+    BaseBenchError, DataError, DistributedError, HubError, ModelError, ReportError, RunError, ScoringError,
+    StorageError, UsageError,
 )
 
 __version__ = "0.1.0"
 __all__ = ["evaluate", "BaseBenchError", "DataError", "DistributedError", "HubError", "ModelError", "ReportError",
-           "RunError", "ScoringError", "UsageError", "__version__"]
+           "RunError", "ScoringError", "StorageError", "UsageError", "__version__"]
 
 
 def __getattr__(name):

@@ -3,8 +3,11 @@
 A thin shell over `evaluation.evaluate`: `main(argv)` parses flags, checks the data and the out-dir
 before any model is loaded, loads the model, and hands both to `evaluate`, which scores what is not
 yet finished (saving each item as it completes) and writes the run files. Then it prints the
-summary. Every expected failure (bad flag, bad data, missing model, a run that would be overwritten)
-ends with a one- or two-line message on stderr and a non-zero exit code, never a traceback.
+summary. Every expected failure (bad flag, bad data, missing model, a run that would be overwritten,
+an out-dir in use by another process) ends with a one- or two-line message on stderr and a non-zero
+exit code, never a traceback. Exit codes: 0 done; 2 a user error; 74 a run file could not be
+written (disk full, I/O error); 130 SIGINT (Ctrl-C) and 143 SIGTERM, which stop the run cleanly:
+the finished items stay saved, the out-dir lock is released, and a line says how many are saved.
 Subcommands (`compare`, `leaderboard`, `trajectory`) are routed to their own modules.
 """
 
@@ -13,13 +16,15 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import __version__, card
-from .cliargs import DEVICE_MAPS, EXIT_USAGE, Parser, fail, max_memory, positive_int
-from .errors import BaseBenchError
+from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
+from .errors import BaseBenchError, StorageError
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
 
@@ -97,6 +102,10 @@ def default_out_dir(model: str) -> Path:
     return Path("runs") / f"{name}-base-bench-{card.VERSION}"
 
 
+def resolve_out_dir(args) -> Path:
+    return Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model)
+
+
 def run(args) -> int:
     import torch
 
@@ -107,7 +116,7 @@ def run(args) -> int:
     from .report import summary_lines
     from .runstore import RunStore
 
-    out_dir = Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model)
+    out_dir = resolve_out_dir(args)
     placement = _placement(args, world_from_env())
     device = _rank_device(resolve_device(args.device), args.device, world_from_env())
     ranks, owned = init_from_env(device.type, args.dist_timeout)
@@ -217,22 +226,84 @@ def _show_notes() -> None:
         disable_progress_bars()
 
 
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived. Raised by the signal handler, it unwinds the run as Ctrl-C does:
+    the out-dir lock is released, and the finished items (each fsynced as it finished) stay."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_on_signals():
+    """SIGINT and SIGTERM raise Stopped in the block; a second one ends the process at once."""
+
+    def stop(signum, frame):
+        for s in old:
+            signal.signal(s, signal.SIG_DFL)
+        raise Stopped(signum)
+
+    old = {}
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(s) is not signal.SIG_IGN:  # nohup and background jobs ignore SIGINT: keep that
+                old[s] = signal.signal(s, stop)
+    except ValueError:  # not the main thread, where Python cannot catch signals
+        pass
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+def _stopped_line(signum: int, args) -> str:
+    what = "interrupted by SIGINT" if signum == signal.SIGINT else f"terminated by {signal.Signals(signum).name}"
+    if args is None:
+        return what
+    from .runstore import RunStore
+
+    out_dir = resolve_out_dir(args)
+    store = RunStore(out_dir)
+    try:
+        n = len(store.load_partial(repair=False))
+    except (BaseBenchError, OSError):
+        return f"{what}; the finished items are saved in {out_dir}; continue with --resume"
+    if n == 0 and not store.holds_run():
+        return f"{what} before the run started; nothing was written to {out_dir}"
+    return f"{what}; {n} finished item{' is' if n == 1 else 's are'} saved in {out_dir}; continue with --resume"
+
+
+def _error_exit(exc: BaseBenchError) -> int:
+    code = EXIT_STORAGE if isinstance(exc, StorageError) else EXIT_USAGE
+    if getattr(exc, "shared", False) or (_rank() != 0 and not getattr(exc, "local", False)):
+        return code  # the same error on every rank: rank 0 says it once
+    return fail(exc, code)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
         from importlib import import_module
 
         return import_module(f".{argv[0]}", __package__).main(argv[1:])
+    args = None
     try:
         if argv and argv[0] == "run":
             argv = argv[1:]
         args = build_parser().parse_args(argv)
         _show_notes()
-        return run(args)
+        with _stop_on_signals():
+            return run(args)
     except BaseBenchError as exc:
-        if getattr(exc, "shared", False) or (_rank() != 0 and not getattr(exc, "local", False)):
-            return EXIT_USAGE  # the same error on every rank: rank 0 says it once
-        return fail(exc)
-    except KeyboardInterrupt:
-        print("base-bench: interrupted; finished items are saved, continue with --resume", file=sys.stderr)
-        return 130
+        return _error_exit(exc)
+    except (Stopped, KeyboardInterrupt) as exc:
+        if isinstance(exc.__context__, BaseBenchError):
+            # The run was already ending on an error (torchrun, for one, sends SIGTERM to the ranks
+            # still shutting down once one has exited): say that error, not the signal.
+            return _error_exit(exc.__context__)
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        if _rank() == 0:  # torchrun passes the signal to every rank; rank 0 speaks for them
+            print(f"base-bench: {_stopped_line(signum, args)}", file=sys.stderr)
+        return 128 + signum

@@ -1,7 +1,8 @@
 """What every `base-bench` subcommand shares on the command line: argument types and exit codes.
 
     p.add_argument("--limit", type=positive_int("--limit"))
-    return EXIT_USAGE      # a user error, reported in one `base-bench: error: ...` line
+    return fail(exc)                 # a user error: one `base-bench: error: ...` line, EXIT_USAGE
+    return fail(exc, EXIT_STORAGE)   # the same line for a run file that could not be written
 
 The subcommands (`cli`, `compare`, `leaderboard`, `trajectory`) import from here, never from each
 other.
@@ -13,7 +14,8 @@ import argparse
 import re
 import sys
 
-EXIT_USAGE = 2
+EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in use by another process)
+EXIT_STORAGE = 74  # EX_IOERR of sysexits.h: a run file could not be written (disk full, I/O error)
 
 
 def positive_int(name: str):
@@ -31,10 +33,10 @@ def positive_int(name: str):
     return parse
 
 
-def fail(exc: BaseException) -> int:
-    """Print a user error as one `base-bench: error:` line on stderr; return the usage exit code."""
+def fail(exc: BaseException, code: int = EXIT_USAGE) -> int:
+    """Print a user error as one `base-bench: error:` line on stderr; return `code` (the usage exit code)."""
     print(f"base-bench: error: {exc}", file=sys.stderr)
-    return EXIT_USAGE
+    return code
 
 
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")

@@ -9,10 +9,11 @@
 Every error a user can cause is a subclass, raised `from None` so that no chained traceback hides
 the message: bad data (DataError), a model or tokenizer that cannot be scored (ModelError), an
 item that cannot be scored under the contract (ScoringError), a refused download (HubError), an
-out-dir that would be overwritten or does not match (RunError), an unreadable report (ReportError),
-an argument out of range (UsageError), ranks that cannot work together (DistributedError).
-Anything else that escapes is a bug in base-bench. The classes live here, in a module that imports
-nothing, so `import base_bench` stays light.
+out-dir that would be overwritten, does not match or is in use (RunError), a run's file that could
+not be written (StorageError: a full disk, an I/O error), an unreadable report (ReportError), an
+argument out of range (UsageError), ranks that cannot work together (DistributedError). Anything
+else that escapes is a bug in base-bench. The classes live here, in a module that imports nothing,
+so `import base_bench` stays light.
 """
 
 
@@ -52,6 +53,11 @@ class HubError(BaseBenchError):
 
 class RunError(BaseBenchError):
     """The out-dir cannot be used as asked; nothing in it was changed."""
+
+
+class StorageError(BaseBenchError):
+    """A run's file could not be written (no space left, an I/O error...). What was saved before it
+    is intact and complete; the message says what failed and how to continue (--resume)."""
 
 
 class ReportError(BaseBenchError):

@@ -11,8 +11,8 @@ settings. The steps, each done in one place:
 
 1. data: `datasource.open_data` loads and checks it (schema, composition, checksum);
 2. model and tokenizer: checked to be a causal LM and a tokenizer whose ids fit its vocabulary;
-3. run store (only with `out_dir`): refuses to overwrite a run, checks the `resume` signature, then
-   saves each item's result the moment it is scored;
+3. run store (only with `out_dir`): refuses to overwrite a run, checks the `resume` signature, locks
+   the out-dir against other processes, then saves each item's result the moment it is scored;
 4. scoring: the packed scorer (after a start-up check against the plain one), length-sorted
    batches, halving the batch on out-of-memory;
 5. report: `report.build_report`, then report.json and predictions.md (only with `out_dir`).
@@ -37,7 +37,7 @@ import math
 import sys
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,8 +104,17 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
                 `name_or_path` and a fingerprint of its weights and tokenizer.
 
     Raises a BaseBenchError subclass, with a one-line message, for data, a model, a tokenizer or an
-    out-dir that cannot be used; nothing is written then.
+    out-dir that cannot be used (or is in use by another process); nothing is written then. A run
+    file that cannot be written (a full disk, an I/O error) raises StorageError; the items saved
+    before it stay, and resume=True continues.
     """
+    with ExitStack() as held:  # the out-dir lock (rank 0), from store.begin until this returns or raises
+        return _evaluate(held, model, tokenizer, data, limit=limit, batch_size=batch_size, add_bos=add_bos,
+                         out_dir=out_dir, resume=resume, progress=progress, model_info=model_info)
+
+
+def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add_bos, out_dir, resume, progress,
+              model_info) -> dict:
     ranks = Ranks.current()
     setup, error = None, None
     try:
@@ -136,6 +145,7 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
         error = None
         try:
             if store:
+                held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
                 done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
         except BaseBenchError as exc:
             error = exc

@@ -2,7 +2,7 @@
 
     rep = load_report("runs/my-run")          # or ".../report.json"; ReportError says why not
     refuse_existing([out / "x.md"], force)    # never overwrite without --force
-    write_atomic(out / "x.md", text)          # temp file, fsync, rename
+    write_atomic(out / "x.md", text)          # temp file, fsync, rename (OSError if it fails)
 
 `compare`, `leaderboard`, `trajectory` and the run store all read and write through here, and the
 HTML pages share `html_page`.
@@ -10,6 +10,7 @@ HTML pages share `html_page`.
 
 from __future__ import annotations
 
+import errno
 import html
 import json
 import os
@@ -83,16 +84,53 @@ def refuse_existing(paths, force: bool) -> None:
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Write `data` to a temporary file beside `path`, fsync it, and rename it over `path`.
 
-    A reader (or a crash) sees the old file or the new one, never a part of either.
+    A reader (or a crash) sees the old file or the new one, never a part of either. If the write
+    fails (a full disk, an I/O error), the OSError is raised and the temporary file is removed.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            write_all(fd, blob)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written (a write may take only part of them); OSError if not."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n == 0:
+            raise OSError(errno.EIO, "write() wrote nothing")
+        view = view[n:]
+
+
+def fsync_dir(directory: str | Path) -> None:
+    """Make a new name or a rename in `directory` durable. Best effort: a file system that cannot
+    fsync a directory is left as it is (the files' own contents are fsynced by their writers)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 PAGE_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}

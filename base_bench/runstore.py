@@ -1,32 +1,58 @@
-"""The run directory: what is finished, what it was computed with, and writing it safely.
+"""The run directory: what is finished, what it was computed with, who is writing it, and writing it safely.
 
     store = RunStore(out_dir)
     store.check(signature, resume)       # read-only: may a run start (or resume) here? RunError if not
-    done = store.begin(signature, settings, resume)   # the same check, then finished ItemResults
-                                                      # (resume) or a new run_config.json
-    store.append(result)                 # one line, flushed and fsynced, per finished item
-    store.write_text("report.json", s)   # atomic replace
+    with store.lock():                   # this process alone writes the out-dir (RunError if taken)
+        done = store.begin(signature, settings, resume)   # the same check, then finished ItemResults
+                                                          # (resume) or a new run_config.json
+        store.append(result)             # one line, written and fsynced, per finished item
+        store.write_text("report.json", s)   # atomic replace
 
 Finished work is keyed to a signature: a hash of everything that changes a score (model identity,
 data checksum, add_bos, dtype, device type, runner scoring version). Batch size, threads and
 --limit do not change any score, so a run may be resumed with other values for them.
+
+One writer per out-dir: `lock()` takes an exclusive `fcntl.flock` on the file `.lock` in the
+out-dir, without waiting, and writes the holder's PID, host and start time into it, so that a second
+process is refused with one line naming them. The kernel drops an flock when the holder's last file
+descriptor closes, also when it is killed with SIGKILL, so the lock never goes stale. The file is
+removed when the holder finishes; one left by a killed run is taken over by the next. flock is
+advisory: it stops other base-bench processes, not other programs. `check` tests the lock too
+(a shared lock, taken and dropped at once), so the command line refuses before it loads a model.
+
+A write that fails (no space left, an I/O error) raises StorageError, and the files stay usable:
+an append that fails is cut back to the last whole line, a report is replaced atomically or not at
+all. `--resume` continues once the problem is fixed.
 """
 
 from __future__ import annotations
 
-import fcntl
+import errno
 import hashlib
 import json
+import logging
 import os
+import socket
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import RunError
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; lock() warns that the out-dir is not protected
+    fcntl = None
+
+from .errors import RunError, StorageError
 from .records import ItemResult
-from .reports_io import write_atomic
+from .reports_io import fsync_dir, write_all, write_atomic
 
 RUN_FILES = ("report.json", "predictions.md", "partial_results.jsonl", "run_config.json")
 PARTIAL = "partial_results.jsonl"
 CONFIG = "run_config.json"
+LOCK = ".lock"
+NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # flock() on a file system without it
+LOCK_GRACE_S = 0.25  # how long lock() retries a taken lock: another process's check() holds it for an instant
+log = logging.getLogger("base_bench")
 
 
 def signature_hash(signature: dict) -> str:
@@ -52,6 +78,8 @@ def signature_differences(old: dict, new: dict) -> list[str]:
 class RunStore:
     def __init__(self, out_dir: str | Path):
         self.dir = Path(out_dir)
+        self.saved: int | None = None  # finished items in PARTIAL, known once begin() has read it
+        self._locked = False  # inside lock()
 
     def path(self, name: str) -> Path:
         return self.dir / name
@@ -61,20 +89,24 @@ class RunStore:
 
     def check(self, signature: dict, resume: bool) -> None:
         """Raise RunError unless a run with `signature` may start here (or, with `resume`, continue
-        the one here). Reads only; call it before loading a model, to fail fast."""
+        the one here): not a file, not in use by another process, no run to overwrite, the same
+        signature, no damaged line. Changes nothing; call it before loading a model, to fail fast."""
         if self.dir.exists() and not self.dir.is_dir():
             raise RunError(f"out-dir {self.dir} is a file, not a directory")
+        self.check_not_in_use()
         if not self.holds_run():
             return
         if not resume:
             raise RunError(f"{self.dir} already holds a run; continue it with --resume (resume=True in Python), "
                            "or pick another out-dir")
         self.check_signature(signature)
+        self.load_partial(repair=False)  # a damaged line is refused now, not after the model has loaded
 
     def begin(self, signature: dict, settings: dict, resume: bool) -> dict[str, ItemResult]:
         """Check as `check` does, then return the finished results (resume) or start a new run."""
         self.check(signature, resume)
         done = self.load_partial() if resume else {}
+        self.saved = len(done)
         if self.read_config() is None:
             self.start(signature, settings)
         return done
@@ -129,7 +161,10 @@ class RunStore:
         return done
 
     def start(self, signature: dict, settings: dict) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise self._write_failed(e, f"creating {self.dir}") from None
         cfg = {"signature": signature, "signature_sha256": signature_hash(signature), "settings": settings}
         self.write_text(CONFIG, json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
@@ -137,19 +172,188 @@ class RunStore:
         self.append_many([result])
 
     def append_many(self, results) -> None:
-        """Append one line per result in one write, flushed and fsynced. The file is locked while
-        it is written, so ranks of one run that share the out-dir never interleave their lines."""
+        """Add finished items, one line each, in one write, fsynced: all of them, or (StorageError)
+        none. The file is flocked while it is written, so ranks of one run that share the out-dir
+        never interleave their lines, and a failed write is cut back before anyone appends again."""
+        results = list(results)
+        if not results:
+            return
         data = "".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in results).encode("utf-8")
-        fd = os.open(self.path(PARTIAL), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        path = self.path(PARTIAL)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)  # closing releases the lock
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                _flock_wait(fd)
+                start = os.fstat(fd).st_size
+                try:
+                    write_all(fd, data)
+                    os.fsync(fd)
+                except BaseException:
+                    # A full disk can take part of the lines. Cut them, so that the file still ends on
+                    # a whole line and a later append cannot leave a damaged line in the middle.
+                    try:
+                        os.ftruncate(fd, start)
+                    except OSError:
+                        pass  # then it is a torn last line, which load_partial drops
+                    raise
+            finally:
+                os.close(fd)  # closing releases the flock
+            if start == 0:
+                fsync_dir(self.dir)
+        except OSError as e:
+            what = f"item {results[0].id}" if len(results) == 1 else f"{len(results)} items ({results[0].id}, ...)"
+            raise self._write_failed(e, f"saving {what} to {path}") from None
+        if self.saved is not None:
+            self.saved += len(results)
 
     def write_text(self, name: str, text: str) -> None:
         """Write via a temporary file and rename, so a crash never leaves half a file."""
-        write_atomic(self.path(name), text)
+        try:
+            write_atomic(self.path(name), text)
+        except OSError as e:
+            raise self._write_failed(e, f"writing {self.path(name)}") from None
+
+    def _write_failed(self, e: OSError, doing: str) -> StorageError:
+        name = errno.errorcode.get(e.errno or 0)
+        what = f"{os.strerror(e.errno).lower()} ({name})" if name else str(e)
+        fix = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)",
+               errno.EIO: "check the disk"}.get(e.errno, "fix that")
+        n = self.saved
+        saved = ("" if n is None else "no item is saved yet; " if n == 0
+                 else f"{n} finished item{' is' if n == 1 else 's are'} saved in {self.path(PARTIAL)}; ")
+        return StorageError(f"{what} while {doing}; {saved}{fix}, then continue with --resume")
+
+    # ------------------------------------------------------------------ the out-dir lock
+
+    @contextmanager
+    def lock(self):
+        """Hold the out-dir's lock for the block: RunError at once, naming the holder, if another
+        process has it. Creates the out-dir (and removes it again if the block leaves it empty)."""
+        created = not self.dir.exists()
+        fd = self._acquire()
+        self._locked = True
+        try:
+            yield self
+        finally:
+            self._locked = False
+            if fd is not None:
+                try:
+                    os.unlink(self.path(LOCK))  # still held: whoever opened the old file sees it gone
+                except OSError:
+                    pass
+                os.close(fd)  # the kernel drops the lock here (or when this process dies)
+            if created:
+                try:
+                    self.dir.rmdir()  # only if nothing was written
+                except OSError:
+                    pass
+
+    def check_not_in_use(self) -> None:
+        """RunError if another process holds the lock. Changes nothing: takes a shared lock on the
+        existing lock file (read-only) for an instant and drops it."""
+        if self._locked:
+            return
+        try:
+            fd = os.open(self.path(LOCK), os.O_RDONLY)
+        except OSError:
+            return  # no lock file (nobody holds it), or unreadable: lock() will find out
+        try:
+            got = _try_flock(fd, "shared")
+            if got is False:
+                raise RunError(self._in_use(fd))
+            if got:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _acquire(self) -> int | None:
+        """The locked file descriptor, with our PID, host and time written in the file; None if the
+        file system has no flock (a warning then says that the out-dir is not protected)."""
+        path = self.path(LOCK)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise self._write_failed(e, f"creating {self.dir}") from None
+        deadline = time.monotonic() + LOCK_GRACE_S
+        while True:
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise self._write_failed(e, f"creating the lock file {path}") from None
+            try:
+                got = _try_flock(fd, "exclusive")
+            except OSError as e:
+                os.close(fd)
+                raise self._write_failed(e, f"locking {path}") from None
+            if got is None:
+                os.close(fd)
+                log.warning(f"warning: {self.dir} cannot be locked (its file system does not support flock); "
+                            "nothing stops another process from writing it at the same time")
+                return None
+            if got and _same_file(fd, path):
+                break
+            if not got and time.monotonic() >= deadline:
+                try:
+                    raise RunError(self._in_use(fd))
+                finally:
+                    os.close(fd)
+            os.close(fd)  # taken for now, or a file that its last holder removed: try again
+            if not got:
+                time.sleep(0.02)
+        holder = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                             "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (holder + "\n").encode("utf-8"), 0)
+            os.fsync(fd)
+        except OSError:
+            pass  # the lock holds without it; a refused process then cannot name us
+        return fd
+
+    def _in_use(self, fd: int) -> str:
+        holder = None
+        for _ in range(5):  # the holder writes its name just after it takes the lock
+            try:
+                holder = json.loads(os.pread(fd, 4096, 0))
+                break
+            except (OSError, ValueError):
+                time.sleep(0.02)
+        if isinstance(holder, dict) and {"pid", "host", "since"} <= set(holder):
+            who = f"PID {holder['pid']} on host {holder['host']} since {holder['since']}"
+        else:
+            who = "another process (it has not written its PID and host)"
+        return f"{self.dir} is in use by {who}; wait for it to finish, or stop it"
+
+
+def _try_flock(fd: int, kind: str) -> bool | None:
+    """True: locked; False: another process holds a conflicting lock; None: no flock here."""
+    if fcntl is None:
+        return None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if kind == "exclusive" else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError as e:
+        if e.errno in NO_FLOCK:
+            return None
+        raise
+
+
+def _flock_wait(fd: int) -> None:
+    """An exclusive flock, waiting for it (the partial file is held for one append at a time);
+    nothing on a file system without flock."""
+    if fcntl is None:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError as e:
+        if e.errno not in NO_FLOCK:
+            raise
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False

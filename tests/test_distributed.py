@@ -206,7 +206,8 @@ def exit_codes(p) -> list[int]:
 
 def stopped_both(p) -> bool:
     """Both ranks ended non-zero, and at least one by itself with the usage code 2 (torchrun sends
-    SIGTERM, -15, to a rank still shutting down when another has already exited)."""
+    SIGTERM to a rank still shutting down when another has already exited: -15, or 2 when the CLI's
+    handler catches it while the error is still unwinding)."""
     codes = exit_codes(p)
     return len(codes) == 2 and 2 in codes and all(c in (2, -15) for c in codes)
 
