@@ -231,15 +231,15 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
             tokenizer, model, cache = gguf_cache.load(
                 Path(located.info["path"]), located.info["fingerprint"], dtype,
                 convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
-                load_entry=lambda entry: _from_pretrained(str(entry), dtype, place, trust_remote_code=trust),
+                load_entry=lambda entry: _from_pretrained(str(entry), dtype, placement=place, trust_remote_code=trust),
                 use_cache=use_cache)
             if placement and cache["status"] == "written":
                 del model
-                tokenizer, model = _from_pretrained(cache["path"], dtype, place, trust_remote_code=trust)
+                tokenizer, model = _from_pretrained(cache["path"], dtype, placement=place, trust_remote_code=trust)
             elif placement and cache["status"] != "hit":
                 model = _dispatch(model, placement)
         else:
-            tokenizer, model = _from_pretrained(located.where, dtype, place, **located.kwargs)
+            tokenizer, model = _from_pretrained(located.where, dtype, placement=place, **located.kwargs)
             cache = {"status": "not-gguf", "path": None}
     except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
         text = str(exc).strip()
