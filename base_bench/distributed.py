@@ -89,7 +89,7 @@ class Ranks:
             error.shared = not self.is_main
             raise error
         rank, (name, message) = failed[0]
-        exc = _error_class(name)(f"rank {rank}: {message}" if rank else message)
+        exc = error_class(name)(f"rank {rank}: {message}" if rank else message)
         exc.shared = not self.is_main
         raise exc
 
@@ -113,7 +113,9 @@ def _short(v) -> str:
     return s[:12] + "…" if len(s) > 16 else s
 
 
-def _error_class(name: str) -> type:
+def error_class(name: str) -> type:
+    """The base-bench exception class called `name` (DistributedError if there is none), to raise
+    on this rank an error another rank reported by name."""
     from . import errors
 
     cls = getattr(errors, name, None)

@@ -46,7 +46,7 @@ import torch
 from . import __version__, card
 from .batching import attempt, auto_batch_size
 from .datasource import DataSource, open_data
-from .distributed import Ranks, make_batches, share
+from .distributed import Ranks, error_class, make_batches, share
 from .errors import BaseBenchError, UsageError
 from .model import (
     ModelError, check_causal_lm, dtype_name, model_dtype, model_size, tokenizer_fingerprint, weights_fingerprint,
@@ -387,9 +387,14 @@ def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, recor
                     if batch is None and dummy is None:
                         break  # one process: nothing left to do in this round, or it failed
                     st, msg, res = _step(scorer, batch, dummy, device, ranks)
+                    try:
+                        record(res, own=True)
+                    except BaseBenchError as exc:  # this rank could not save its results (a full disk)
+                        if ranks.world == 1:
+                            raise
+                        st, msg, res = f"error:{type(exc).__name__}", str(exc), []
                     if status == "ok" and st != "ok":
                         status, message = st, msg
-                    record(res, own=True)
                     results += res
                     bar.update(len(res))
                 t = time.perf_counter()
@@ -399,10 +404,10 @@ def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, recor
                     if r != ranks.rank:
                         record(theirs, own=False)
                         bar.update(len(theirs))
-                failed = [(r, m) for r, (st, m, _) in enumerate(everyone) if st == "error"]
+                failed = [(r, st, m) for r, (st, m, _) in enumerate(everyone) if st.startswith("error")]
                 if failed:
-                    r, m = failed[0]
-                    exc = ScoringError(f"rank {r}: {m}" if ranks.world > 1 else m)
+                    r, st, m = failed[0]
+                    exc = error_class(st.partition(":")[2])(f"rank {r}: {m}" if ranks.world > 1 else m)
                     exc.shared = not ranks.is_main
                     raise exc
                 if any(st == "oom" for st, _, _ in everyone):
@@ -421,23 +426,23 @@ def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, recor
 
 def _step(scorer, batch, dummy, device, ranks: Ranks) -> tuple[str, str, list]:
     """Score one batch: ("ok", "", [(id, [(logprob, n_tokens), ...]), ...]), ("oom", ...) or
-    ("error", message, []). With no batch, run `dummy` (if given) and keep nothing."""
+    ("error:<base-bench exception class>", message, []). With no batch, run `dummy` (if given) and keep nothing."""
     try:
         scores = attempt(lambda: scorer(batch or dummy), device) if (batch or dummy) else []
     except BaseBenchError as exc:
-        return "error", str(exc), []
+        return f"error:{type(exc).__name__}", str(exc), []
     except Exception as exc:  # noqa: BLE001 - under several ranks, tell the others instead of leaving them waiting
         if ranks.world == 1:
             raise
         log.exception("scoring failed on this rank")
-        return "error", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", []
+        return "error:ScoringError", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", []
     if scores is None:
         return "oom", "out of accelerator memory", []
     if not batch:
         return "ok", "", []
     for e, sc in zip(batch, scores):
         if any(not math.isfinite(c.logprob) for c in sc):
-            return "error", f"item {e.id}: the model gave a non-finite log-prob (try float32)", []
+            return "error:ScoringError", f"item {e.id}: the model gave a non-finite log-prob (try float32)", []
     return "ok", "", [(e.id, [(c.logprob, c.n_tokens) for c in sc]) for e, sc in zip(batch, scores)]
 
 
