@@ -29,7 +29,7 @@ from pathlib import Path
 from . import card, plots
 from .cliargs import Parser, fail
 from .reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
-from .report import pct
+from .report import ci_cell, elo_cell, pct_cell
 
 GROUPING_NOTE = ("Runs on different data files (different data SHA-256) are never ranked together: each data "
                  "file has its own table. Use --strict to refuse such a mix instead.")
@@ -128,18 +128,6 @@ def grouping_sentence(board: dict) -> str:
 # ---------------------------------------------------------------- rendering (formatting only)
 
 
-def _elo(x) -> str:
-    return "n/a" if x is None else f"{x:.0f}"
-
-
-def _ci(ci) -> str:
-    return "n/a" if not ci or None in ci else f"{ci[0]:.0f}–{ci[1]:.0f}"
-
-
-def _pct(x) -> str:
-    return "n/a" if x is None else pct(x)
-
-
 def group_title(i: int, g: dict) -> str:
     kind = "official data" if g["official_data"] else g["data_description"]
     return f"Data file {i + 1}: SHA-256 {g['data_sha256'][:12]}… — {kind}"
@@ -151,9 +139,9 @@ def table_cells(g: dict) -> tuple[list[str], list[list[str]]]:
         "raw acc", "weighted acc", "items", "official", "data"]
     rows = []
     for r in g["rows"]:
-        rows.append([str(r["rank"]), r["label"], _elo(r["elo"]), _ci(r["elo_ci95"])]
-                    + [_elo(r["categories"][c]) for c in g["categories"]]
-                    + [_pct(r["raw_accuracy"]), _pct(r["weighted_accuracy"]), str(r["n_items"]),
+        rows.append([str(r["rank"]), r["label"], elo_cell(r["elo"]), ci_cell(r["elo_ci95"])]
+                    + [elo_cell(r["categories"][c]) for c in g["categories"]]
+                    + [pct_cell(r["raw_accuracy"]), pct_cell(r["weighted_accuracy"]), str(r["n_items"]),
                        "yes" if r["official"] else "no", r["data_sha256"][:12]])
     return head, rows
 
@@ -213,8 +201,8 @@ def summary_lines(board: dict) -> list[str]:
     for i, g in enumerate(board["groups"]):
         lines += ["", group_title(i, g)]
         for r in g["rows"]:
-            lines.append(f"  {r['rank']:>2}. {r['label']:<44} Elo {_elo(r['elo']):>5}  95% CI {_ci(r['elo_ci95']):<10} "
-                         f"raw {_pct(r['raw_accuracy'])}  {'official' if r['official'] else 'not official'}")
+            lines.append(f"  {r['rank']:>2}. {r['label']:<44} Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10} "
+                         f"raw {pct_cell(r['raw_accuracy'])}  {'official' if r['official'] else 'not official'}")
     return lines
 
 

@@ -95,6 +95,20 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def elo_cell(x) -> str:
+    """An Elo (or its ±) for a table cell: whole numbers, "n/a" when a report lacks it."""
+    return "n/a" if x is None else f"{x:.0f}"
+
+
+def ci_cell(ci) -> str:
+    """An Elo interval for a table cell: "968–1117", "n/a" when a report lacks it."""
+    return "n/a" if not ci or None in ci else f"{ci[0]:.0f}–{ci[1]:.0f}"
+
+
+def pct_cell(x) -> str:
+    return "n/a" if x is None else pct(x)
+
+
 def _range(ci, fmt: str, unit: str = "") -> str:
     return f"{format(ci[0], fmt)}{unit}–{format(ci[1], fmt)}{unit}"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from . import plots
 from .cliargs import Parser, fail
 from .errors import ReportError
-from .report import md_cell, pct
+from .report import ci_cell, elo_cell, md_cell, pct
 from .reports_io import display_name, html_page, load_report, refuse_existing, write_atomic
 
 OUTPUTS = {"png": "trajectory.png", "md": "trajectory.md", "html": "trajectory.html"}
@@ -84,19 +84,14 @@ def build_trajectory(reports: list[dict]) -> dict:
 # ---------------------------------------------------------------- rendering (formatting only)
 
 
-def _elo(x) -> str:
-    return "n/a" if x is None else f"{x:.0f}"
-
-
 def table_cells(traj: dict) -> tuple[list[str], list[list[str]]]:
     head = ["step", "Overall Elo", "95% CI", "±", "raw acc", "weighted acc", "items"] + [
         c.replace("_", " ") for c in traj["categories"]]
     rows = []
     for r in traj["rows"]:
-        ci = r["elo_ci95"]
-        rows.append([str(r["step"]), _elo(r["elo"]), f"{ci[0]:.0f}–{ci[1]:.0f}" if ci else "n/a", _elo(r["elo_se"]),
+        rows.append([str(r["step"]), elo_cell(r["elo"]), ci_cell(r["elo_ci95"]), elo_cell(r["elo_se"]),
                      pct(r["raw_accuracy"]), pct(r["weighted_accuracy"]), str(r["n_items"])]
-                    + [_elo(r["categories"][c]) for c in traj["categories"]])
+                    + [elo_cell(r["categories"][c]) for c in traj["categories"]])
     return head, rows
 
 
@@ -138,9 +133,8 @@ def render_html(traj: dict, png: bytes) -> str:
 def summary_lines(traj: dict) -> list[str]:
     lines = [_title(traj)]
     for r in traj["rows"]:
-        ci = r["elo_ci95"]
-        lines.append(f"  step {r['step']:>7}  Overall Elo {_elo(r['elo']):>5}  95% CI "
-                     f"{(f'{ci[0]:.0f}–{ci[1]:.0f}' if ci else 'n/a'):<10}  raw {pct(r['raw_accuracy'])}")
+        lines.append(f"  step {r['step']:>7}  Overall Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10}  "
+                     f"raw {pct(r['raw_accuracy'])}")
     return lines
 
 
