@@ -224,6 +224,9 @@ def _child(job: dict, cli_main) -> None:
             opened = os.open(path, flags, 0o644)
             os.dup2(opened, fd)
             os.close(opened)
+        # A foreground process gets Ctrl-C; this one may have inherited SIGINT ignored (a shell starts
+        # background jobs that way, and CI may run the tests as one), which the runner rightly keeps.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         for fault in job["faults"]:
             install(fault)
         code = cli_main(job["args"])
