@@ -153,9 +153,9 @@ def run(args) -> int:
         return 0
     finally:
         if owned:
-            import torch.distributed as dist
+            from .distributed import leave
 
-            dist.destroy_process_group()
+            leave(failed=sys.exc_info()[0] is not None)
 
 
 def _placement(args, world: int):

@@ -183,3 +183,20 @@ def init_from_env(device_type: str, timeout_s: float) -> tuple[Ranks, bool]:
         err.local = True  # no rank can speak for the others here: each prints its own line
         raise err from None
     return Ranks.current(), True
+
+
+def leave(failed: bool, wait_s: float = 30) -> None:
+    """Destroy the process group this process initialised. After an error the ranks first wait for
+    each other (at most `wait_s` on gloo), so that no rank tears its connections down while another
+    is still closing its own: under load that race aborted a rank with SIGABRT instead of exit 2."""
+    import torch.distributed as dist
+
+    if failed:
+        try:
+            if dist.get_backend() == "gloo":
+                dist.monitored_barrier(timeout=timedelta(seconds=wait_s))
+            else:
+                dist.barrier()
+        except Exception:  # noqa: BLE001 - a rank is gone; leave without the handshake
+            return
+    dist.destroy_process_group()

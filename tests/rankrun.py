@@ -11,6 +11,8 @@ The fault comes from environment variables, so the production code has no test h
     RANKRUN_FAULT=oom-after:N      every forward after the first N runs out of memory
     RANKRUN_FAULT=oom-above:K      forwards of more than K items on that rank run out of memory
     RANKRUN_FAULT=arg:FLAG=VALUE   that rank runs with FLAG VALUE instead (e.g. arg:--local-data=/x)
+    RANKRUN_FAULT=own-disk         that rank does not see rank 0's out-dir (as on another machine
+                                   without a shared filesystem), so rank 0 saves its results
     RANKRUN_COUNT=PATH             every rank appends one line per forward call of the model to
                                    PATH.<rank> (to check that all ranks call the model equally often)
 """
@@ -57,6 +59,13 @@ if fault and rank == int(os.environ.get("RANKRUN_RANK", "1")):
             return real_call(self, batch)
 
         scoring.PackedScorer.__call__ = short_of_memory
+    elif kind == "own-disk":
+        real_is_file = Path.is_file
+
+        def is_file(self):
+            return False if self.name.startswith(".rank-check-") else real_is_file(self)
+
+        Path.is_file = is_file
     elif kind == "arg":
         flag, _, new = value.partition("=")
         argv[argv.index(flag) + 1] = new

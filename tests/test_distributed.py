@@ -163,15 +163,17 @@ def test_resume_across_world_sizes(setup, reference):
         assert json.loads((out / "run_config.json").read_text())["signature"].get("world_size") is None
 
 
-def test_sigkill_of_one_rank_keeps_what_it_saved(setup, reference, tmp_path):
+@pytest.mark.parametrize("victim", ["0", "1"])
+def test_sigkill_of_one_rank_keeps_what_it_saved(setup, reference, tmp_path, victim):
     out = tmp_path / "killed"
-    log = tmp_path / "rank1-saved.json"
+    log = tmp_path / "victim-saved.json"
     p = torchrun(2, flags(setup, out, "--batch-size", 4), script=ROOT / "tests" / "rankrun.py",
-                 env={"RANKRUN_FAULT": "kill-after:5", "RANKRUN_LOG": str(log)})
+                 env={"RANKRUN_FAULT": "kill-after:5", "RANKRUN_RANK": victim, "RANKRUN_LOG": str(log)})
     assert p.returncode != 0
-    saved_by_rank1 = json.loads(log.read_text())
+    saved_by_victim = json.loads(log.read_text())
     ids = set(partial_ids(out))
-    assert len(saved_by_rank1) == 20 and set(saved_by_rank1) <= ids  # every item rank 1 had finished
+    assert len(saved_by_victim) == 20 and set(saved_by_victim) <= ids  # every item the killed rank had saved
+    assert len(ids) > 20  # and the other rank's
     assert not (out / "report.json").exists()
     p = single(flags(setup, out, "--resume"))
     assert p.returncode == 0, p.stderr[-3000:]
@@ -179,6 +181,27 @@ def test_sigkill_of_one_rank_keeps_what_it_saved(setup, reference, tmp_path):
     assert rep["timing"]["items_scored_this_session"] == 350 - len(ids)
     assert_same(reference, rep)
     assert sorted(set(partial_ids(out))) == sorted(i["id"] for i in rep["items"])
+
+
+def test_two_nodes_without_a_shared_disk(setup, reference, tmp_path):
+    """Two torchrun agents, one per "node", meeting through the c10d rendezvous; the second node's
+    rank does not see rank 0's out-dir, so rank 0 saves that rank's results after each exchange."""
+    port = free_port()
+    out = tmp_path / "nodes"
+    procs = [subprocess.Popen([*TORCHRUN, "--nnodes", "2", "--node_rank", str(n), "--nproc_per_node", "1",
+                               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "bb",
+                               str(ROOT / "tests" / "rankrun.py"), *flags(setup, out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env={**os.environ, "OMP_NUM_THREADS": "1", "RANKRUN_FAULT": "own-disk"})
+             for n in (0, 1)]
+    outs = [p.communicate(timeout=TIMEOUT) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
+    rep = report(out)
+    assert rep["config"]["world_size"] == 2
+    assert_same(reference, rep)
+    ids = partial_ids(out)
+    assert len(ids) == 350 == len(set(ids))
+    assert "Overall Elo" in outs[0][0] and "Overall Elo" not in outs[1][0]  # rank 0 (node 0) speaks
 
 
 def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_path):

@@ -200,6 +200,18 @@ def test_same_numbers_at_every_batch_size(tok):
         assert max_choice_delta(base, rep) < 1e-4 and rep["results"] == base["results"]
 
 
+def test_any_dtype_is_scored_as_it_is(tok):
+    model = tiny_model("llama", tok, dtype=torch.bfloat16)
+    before = snapshot_model(model)
+    rep = evaluate(model, tok, limit=16, progress=False)
+    assert rep["config"]["dtype"] == "bfloat16"
+    assert_same_model(before, model)  # not cast to float32 for scoring
+    ref = evaluate(tiny_model("llama", tok), tok, limit=16, progress=False)
+    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(ref["items"], rep["items"])
+                for x, y in zip(i["choices"], j["choices"]))
+    assert 0 < worst < 1.0  # bfloat16 weights: close to float32, not equal
+
+
 def test_training_step_fingerprints_differ(tok):
     model = tiny_model("llama", tok)
     a = evaluate(model, tok, limit=2, progress=False)["config"]["model"]["fingerprint"]
