@@ -121,8 +121,7 @@ def run(args) -> int:
     device = _rank_device(resolve_device(args.device), args.device, world_from_env())
     ranks, owned = init_from_env(device.type, args.dist_timeout)
     try:
-        error = None
-        try:  # everything that can fail before minutes of model loading, agreed between the ranks
+        with ranks.together():  # everything that can fail before minutes of model loading
             source = open_data(args.local_data if args.local_data else HUB)
             dtype = resolve_dtype(args.dtype, device)
             if args.threads:
@@ -132,17 +131,9 @@ def run(args) -> int:
             if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
                 RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype,
                                                       device), args.resume)
-        except BaseBenchError as exc:
-            error = exc
-        ranks.raise_if_any(error)
-
         t0 = time.perf_counter()
-        loaded, error = None, None
-        try:
+        with ranks.together():
             loaded = load_located(located, device, dtype, use_cache=not args.no_cache, placement=placement)
-        except BaseBenchError as exc:
-            error = exc
-        ranks.raise_if_any(error)
         info = {**loaded.info, "revision_requested": args.revision, "trust_remote_code": bool(args.trust_remote_code),
                 "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
         report = evaluate(loaded.model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,

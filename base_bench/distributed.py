@@ -1,7 +1,7 @@
 """Several processes, one run: the torch.distributed side of `evaluate`.
 
     d = Ranks.current()                      # rank 0 of 1 when no process group is initialised
-    d.raise_if_any(error)                    # an error on any rank is raised on every rank
+    with d.together(): ...                   # an error in the block, on any rank, is raised on every rank
     d.check_same({"data SHA-256": sha, ...}) # refuse, on every rank, if the ranks disagree
     share(batches, d.world)[d.rank]          # this rank's batches, balanced by packed tokens
     everyone = d.all_gather(obj)             # every rank's object, in rank order
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import socket
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Sequence
@@ -92,6 +93,17 @@ class Ranks:
         exc = error_class(name)(f"rank {rank}: {message}" if rank else message)
         exc.shared = not self.is_main
         raise exc
+
+    @contextmanager
+    def together(self):
+        """Run the block on every rank; a base-bench error in it, on any rank, is raised on every
+        rank when the block ends (see raise_if_any). Every rank must enter the block."""
+        error = None
+        try:
+            yield
+        except BaseBenchError as exc:
+            error = exc
+        self.raise_if_any(error)
 
     def check_same(self, values: dict[str, Any]) -> None:
         """DistributedError on every rank if any value differs between ranks (names say which)."""

@@ -116,12 +116,8 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
 def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add_bos, out_dir, resume, progress,
               model_info) -> dict:
     ranks = Ranks.current()
-    setup, error = None, None
-    try:
+    with ranks.together():
         setup = _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info)
-    except BaseBenchError as exc:
-        error = exc
-    ranks.raise_if_any(error)
     identity = _shared_identity(setup.identity, model, ranks)
     signature = run_signature(identity, setup.source.dataset.sha256, add_bos, setup.dtype, setup.device)
     ranks.check_same({"data SHA-256": setup.source.dataset.sha256, "model fingerprint": signature_hash(signature),
@@ -129,27 +125,17 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
                       "number of items": len(setup.items)})
 
     store = RunStore(Path(out_dir).expanduser()) if out_dir is not None and ranks.is_main else None
-    error = None
-    try:
+    done: dict[str, ItemResult] = {}
+    with ranks.together():
         if store:
-            store.check(signature, resume)
-    except BaseBenchError as exc:
-        error = exc
-    ranks.raise_if_any(error)
+            store.check(signature, resume)  # read-only: a refused run must not even create the lock file
+            held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
+            done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
 
     items, encoded = setup.items, setup.encoded
     by_id = {it.id: it for it in items}
     enc_by_id = {e.id: e for e in encoded}
     with _eval_mode(model), torch.no_grad():
-        done: dict[str, ItemResult] = {}
-        error = None
-        try:
-            if store:
-                held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
-                done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
-        except BaseBenchError as exc:
-            error = exc
-        ranks.raise_if_any(error)
         done = {k: ItemResult.from_json(v) for k, v in ranks.broadcast({k: r.to_json() for k, r in done.items()}).items()}
         if done and ranks.is_main:
             log.info(f"resuming {store.dir}: {sum(1 for i in items if i.id in done)} of {len(items)} items "
