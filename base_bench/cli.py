@@ -24,6 +24,7 @@ from pathlib import Path
 
 from . import __version__, card
 from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
+from .distributed import rank_from_env
 from .errors import BaseBenchError, StorageError
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
@@ -193,23 +194,14 @@ class _TqdmHandler(logging.Handler):
         tqdm.write(self.format(record), file=sys.stderr)
 
 
-def _rank() -> int:
-    import os
-
-    try:
-        return int(os.environ.get("RANK", "0"))
-    except ValueError:
-        return 0
-
-
 def _show_notes() -> None:
     """Notes on rank 0; the other ranks of a torchrun job print errors only (no notes, no bars)."""
     logger = logging.getLogger("base_bench")
     if not any(isinstance(h, _TqdmHandler) for h in logger.handlers):
         logger.addHandler(_TqdmHandler())
-    logger.setLevel(logging.INFO if _rank() == 0 else logging.ERROR)
+    logger.setLevel(logging.INFO if rank_from_env() == 0 else logging.ERROR)
     logger.propagate = False
-    if _rank() != 0:
+    if rank_from_env() != 0:
         from huggingface_hub.utils import disable_progress_bars
         from transformers.utils import logging as hf_logging
 
@@ -268,7 +260,7 @@ def _stopped_line(signum: int, args) -> str:
 
 def _error_exit(exc: BaseBenchError) -> int:
     code = EXIT_STORAGE if isinstance(exc, StorageError) else EXIT_USAGE
-    if getattr(exc, "shared", False) or (_rank() != 0 and not getattr(exc, "local", False)):
+    if getattr(exc, "shared", False) or (rank_from_env() != 0 and not getattr(exc, "local", False)):
         return code  # the same error on every rank: rank 0 says it once
     return fail(exc, code)
 
@@ -295,6 +287,6 @@ def main(argv: list[str] | None = None) -> int:
             # still shutting down once one has exited): say that error, not the signal.
             return _error_exit(exc.__context__)
         signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
-        if _rank() == 0:  # torchrun passes the signal to every rank; rank 0 speaks for them
+        if rank_from_env() == 0:  # torchrun passes the signal to every rank; rank 0 speaks for them
             print(f"base-bench: {_stopped_line(signum, args)}", file=sys.stderr)
         return 128 + signum

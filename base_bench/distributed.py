@@ -156,6 +156,14 @@ def share(batches: Sequence[list], world: int) -> list[list[list]]:
     return [[b for b, o in zip(batches, owner) if o == r] for r in range(world)]
 
 
+def rank_from_env() -> int:
+    """This process's RANK as torchrun sets it (0 outside torchrun, or when it is not a number)."""
+    try:
+        return int(os.environ.get("RANK", "0"))
+    except ValueError:
+        return 0
+
+
 def world_from_env() -> int:
     try:
         return int(os.environ.get("WORLD_SIZE", "1"))

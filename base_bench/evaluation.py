@@ -49,7 +49,8 @@ from .datasource import DataSource, open_data
 from .distributed import Ranks, error_class, make_batches, share
 from .errors import BaseBenchError, UsageError
 from .model import (
-    ModelError, check_causal_lm, dtype_name, model_dtype, model_size, tokenizer_fingerprint, weights_fingerprint,
+    ModelError, check_causal_lm, dtype_name, model_dtype, model_size, package_version, tokenizer_fingerprint,
+    weights_fingerprint,
 )
 from .records import ChoiceScore, Item, ItemResult, pick
 from .report import build_report, dumps, render_markdown
@@ -187,7 +188,7 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         "runner": "base-bench",
         "runner_version": __version__,
         "signature_sha256": signature_hash(signature),
-        "versions": {"torch": torch.__version__, "transformers": _version("transformers")},
+        "versions": {"torch": torch.__version__, "transformers": package_version("transformers")},
     }
     timing = {"model_load_s": setup.load_s, "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
               "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None,
@@ -430,12 +431,3 @@ def _step(scorer, batch, dummy, device, ranks: Ranks) -> tuple[str, str, list]:
         if any(not math.isfinite(c.logprob) for c in sc):
             return "error:ScoringError", f"item {e.id}: the model gave a non-finite log-prob (try float32)", []
     return "ok", "", [(e.id, [(c.logprob, c.n_tokens) for c in sc]) for e, sc in zip(batch, scores)]
-
-
-def _version(pkg: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return None

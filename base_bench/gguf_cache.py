@@ -45,12 +45,12 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import torch
 
-from .model import file_digest
+from .model import file_digest, package_version
+from .reports_io import fsync_dir
 
 ENV = "BASE_BENCH_CACHE"
 FORMAT_VERSION = 1
@@ -70,22 +70,15 @@ def cache_root() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "base-bench"
 
 
-def _version(pkg: str) -> str | None:
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return None
-
-
 def entry_key(fingerprint: str, dtype: torch.dtype) -> dict:
     """Everything that can change the converted tokenizer or weights."""
     return {
         "format": FORMAT_VERSION,
         "gguf_fingerprint": fingerprint,
         "dtype": str(dtype).removeprefix("torch."),
-        "transformers": _version("transformers"),
-        "tokenizers": _version("tokenizers"),
-        "gguf": _version("gguf"),
+        "transformers": package_version("transformers"),
+        "tokenizers": package_version("tokenizers"),
+        "gguf": package_version("gguf"),
         "torch": torch.__version__,
     }
 
@@ -225,18 +218,13 @@ def _as_plain_export(model):
 
 
 def _fsync(path: Path) -> None:
-    """Flush a file, or a folder's entries, to disk (folders: where the platform allows it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        if path.is_dir():
-            return
-        raise
+    """Flush a file to disk (OSError if that fails), or a folder's entries (where the platform allows it)."""
+    if path.is_dir():
+        fsync_dir(path)
+        return
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-    except OSError:
-        if not path.is_dir():
-            raise
     finally:
         os.close(fd)
 

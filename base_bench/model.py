@@ -59,6 +59,16 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
+def package_version(pkg: str) -> str | None:
+    """The installed version of `pkg` (None if it is not installed), as reports and cache keys record it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """'float32', 'bfloat16', ... as the flags and report.json spell them."""
     return str(dtype).removeprefix("torch.")

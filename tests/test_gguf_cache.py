@@ -103,7 +103,7 @@ def test_key_covers_what_changes_the_converted_model(monkeypatch):
     assert key["gguf_fingerprint"] == "f" * 32 and key["dtype"] == "float32"
     assert key["format"] == gguf_cache.FORMAT_VERSION
     others = [gguf_cache.entry_key("e" * 32, torch.float32), gguf_cache.entry_key("f" * 32, torch.bfloat16)]
-    monkeypatch.setattr(gguf_cache, "_version", lambda pkg: "0.0-other")
+    monkeypatch.setattr(gguf_cache, "package_version", lambda pkg: "0.0-other")
     others.append(gguf_cache.entry_key("f" * 32, torch.float32))
     monkeypatch.setattr(gguf_cache, "FORMAT_VERSION", gguf_cache.FORMAT_VERSION + 1)
     others.append({**key, "format": gguf_cache.FORMAT_VERSION})
@@ -146,8 +146,8 @@ def test_second_load_is_a_hit_equal_to_a_fresh_conversion(gguf_file, root, calls
 
 def test_other_transformers_version_misses(gguf_file, root, monkeypatch):
     assert load_model(str(gguf_file), CPU, torch.float32).info["cache"]["status"] == "written"
-    real = gguf_cache._version
-    monkeypatch.setattr(gguf_cache, "_version", lambda pkg: "99.0" if pkg == "transformers" else real(pkg))
+    real = gguf_cache.package_version
+    monkeypatch.setattr(gguf_cache, "package_version", lambda pkg: "99.0" if pkg == "transformers" else real(pkg))
     assert load_model(str(gguf_file), CPU, torch.float32).info["cache"]["status"] == "written"
     assert len(entries(root)) == 2
 
