@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from base_bench.cli import main  # noqa: E402
+from base_bench.commands.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

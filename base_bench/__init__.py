@@ -8,16 +8,18 @@ that is already loaded (in a notebook, or inside a training job):
     report["results"]["overall"]["elo"]
 
 `base_bench.integrations.BaseBenchCallback` scores the live model from a transformers Trainer.
-The pieces: `dataset`/`datasource` load and check items, `scoring` scores them, `elo` turns
-outcomes into the card's ratings, `report` builds report.json, `runstore` keeps an out-dir safe.
+The layout, top to bottom (each subpackage imports only those below it; tests/test_layout.py):
+`commands/` (the command lines), `contamination/` and `integrations/`, `evaluation.py` (the one
+orchestration), `backends/` (transformers, llama.cpp), `engine/` (scoring, batching, ranks, the run
+directory), `results/` (Elo, intervals, reports), `items/` (the card, the data), `errors.py`.
 """
 
 from .errors import (
     BaseBenchError, DataError, DistributedError, HubError, ModelError, ReportError, RunError, ScoringError,
     StorageError, UsageError,
 )
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["evaluate", "BaseBenchError", "DataError", "DistributedError", "HubError", "ModelError", "ReportError",
            "RunError", "ScoringError", "StorageError", "UsageError", "__version__"]
 

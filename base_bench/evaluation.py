@@ -10,7 +10,8 @@ loads the model and calls this function, so both give the same report for the sa
 settings. The steps, each done in one place:
 
 1. data: `datasource.open_data` loads and checks it (schema, composition, checksum);
-2. model and tokenizer: checked to be a causal LM and a tokenizer whose ids fit its vocabulary;
+2. model and tokenizer: the model becomes a `Backend` (backends/: transformers or llama.cpp), which
+   checks it and answers every question about it; the tokenizer's ids must fit its vocabulary;
 3. run store (only with `out_dir`): refuses to overwrite a run, checks the `resume` signature, locks
    the out-dir against other processes, then saves each item's result the moment it is scored;
 4. scoring: the packed scorer (after a start-up check against the plain one), length-sorted
@@ -37,28 +38,24 @@ import math
 import sys
 import time
 import uuid
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from . import __version__, card
-from .batching import attempt, auto_batch_size
-from .datasource import DataSource, open_data
-from .distributed import Ranks, error_class, make_batches, share
-from .errors import BaseBenchError, UsageError
-from .model import (
-    ModelError, check_causal_lm, dtype_name, model_dtype, model_size, package_version, tokenizer_fingerprint,
-    weights_fingerprint,
-)
-from .records import ChoiceScore, Item, ItemResult, pick
-from .report import build_report, dumps, render_markdown
-from .runstore import RunStore, signature_hash
-from .scoring import (
-    Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, input_device, length_order,
-    model_window, packing_probe, unwrap,
-)
+from .version import __version__
+from .backends import Backend, as_backend
+from .backends.identity import tokenizer_fingerprint
+from .engine.batching import attempt, auto_batch_size
+from .engine.distributed import Ranks, error_class, make_batches, share
+from .engine.runstore import RunStore, signature_hash
+from .engine.scoring import Encoded, ScoringError, encode_item, length_order
+from .errors import BaseBenchError, ModelError, UsageError
+from .items import card
+from .items.datasource import DataSource, open_data
+from .items.records import ChoiceScore, Item, ItemResult, pick
+from .results.report import build_report, dumps, render_markdown
 
 SCORING_VERSION = "mean_logprob/1"  # bump when a change to the scoring code can change a score
 log = logging.getLogger("base_bench")
@@ -71,14 +68,14 @@ class Setup:
     source: DataSource
     items: list[Item]
     reasons: list[str]
-    device: torch.device
-    dtype: torch.dtype
+    backend: Backend
     info: dict
     identity: dict
     load_s: float | None
     window: int | None
     encoded: list[Encoded]
     pad_id: int
+    bos_note: str | None
 
 
 def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_size: int | str = 8,
@@ -87,7 +84,9 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
     """Score `model` on the benchmark and return the report (the dict report.json holds).
 
     model       a transformers causal LM, already loaded, on any device and in any dtype (it may be
-                wrapped in DDP or FSDP); it is used as it is and left as it was found.
+                wrapped in DDP or FSDP, or be a peft PeftModel); or a `llama_cpp.Llama` (scored by
+                llama.cpp itself); or any `base_bench.backends.Backend`. It is used as it is and
+                left as it was found.
     tokenizer   its tokenizer.
     data        None: the bundled set shipped in the package; a path to a JSONL file, or to a
                 directory holding data/test.jsonl; "hub": the official gated file, fetched with
@@ -119,8 +118,10 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
     ranks = Ranks.current()
     with ranks.together():
         setup = _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info)
-    identity = _shared_identity(setup.identity, model, ranks)
-    signature = run_signature(identity, setup.source.dataset.sha256, add_bos, setup.dtype, setup.device)
+    backend = setup.backend
+    identity = _shared_identity(setup.identity, backend, ranks)
+    signature = run_signature(identity, setup.source.dataset.sha256, add_bos, backend.dtype, backend.device,
+                              backend.name)
     ranks.check_same({"data SHA-256": setup.source.dataset.sha256, "model fingerprint": signature_hash(signature),
                       "settings (limit, batch size, add_bos, resume)": (limit, batch_size, bool(add_bos), resume),
                       "number of items": len(setup.items)})
@@ -133,10 +134,12 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
             held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
             done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
 
+    if setup.bos_note and ranks.is_main:
+        log.warning(setup.bos_note)
     items, encoded = setup.items, setup.encoded
     by_id = {it.id: it for it in items}
     enc_by_id = {e.id: e for e in encoded}
-    with _eval_mode(model), torch.no_grad():
+    with backend.held():
         done = {k: ItemResult.from_json(v) for k, v in ranks.broadcast({k: r.to_json() for k, r in done.items()}).items()}
         if done and ranks.is_main:
             log.info(f"resuming {store.dir}: {sum(1 for i in items if i.id in done)} of {len(items)} items "
@@ -144,14 +147,14 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         appenders = _appenders(store, out_dir, ranks)
 
         order = [encoded[i] for i in length_order(encoded)]
-        scorer, packing = _pick_scorer(model, order, setup.pad_id, setup.device, ranks)
+        scorer, packing = backend.pick_scorer(order, setup.pad_id, ranks)
         bs = batch_size
         if bs == "auto":
-            bs = auto_batch_size(scorer, order, setup.device, agree=ranks.agree)
+            bs = auto_batch_size(scorer, order, backend.device, agree=ranks.agree)
             if bs == 0:
                 raise ScoringError("out of accelerator memory even at batch size 1")
             if ranks.is_main:
-                log.info(f"--batch-size auto: {bs} items per pass on {setup.device}")
+                log.info(f"--batch-size auto: {bs} items per pass on {backend.device}")
 
         def record(results: list, own: bool) -> None:
             """Keep finished results; save them at once (rank 0 saves its own and, when the other
@@ -164,7 +167,7 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
 
         todo = [e for e in order if e.id not in done]
         t0 = time.perf_counter()
-        bs, wait_s = _score_all(scorer, todo, bs, setup.device, ranks, record, done, progress and ranks.is_main,
+        bs, wait_s = _score_all(scorer, todo, bs, backend.device, ranks, record, done, progress and ranks.is_main,
                                 len(items))
         score_s = time.perf_counter() - t0
 
@@ -173,12 +176,13 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         info["fingerprint"] = identity["fingerprint"]  # a sharded model's covers every rank's shard
     config = {
         "model": info,
-        "device": str(setup.device),
-        "dtype": dtype_name(setup.dtype),
+        "backend": backend.name,
+        "device": str(backend.device),
+        "dtype": backend.dtype,
         "batch_size": batch_size,
         "batch_size_used": bs,
         "add_bos": bool(add_bos),
-        "threads": torch.get_num_threads(),
+        "threads": backend.threads,
         "world_size": ranks.world,
         "limit": limit,
         "window": setup.window,
@@ -188,7 +192,8 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         "runner": "base-bench",
         "runner_version": __version__,
         "signature_sha256": signature_hash(signature),
-        "versions": {"torch": torch.__version__, "transformers": package_version("transformers")},
+        "versions": backend.versions(),
+        "bos_note": setup.bos_note,
     }
     timing = {"model_load_s": setup.load_s, "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
               "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None,
@@ -205,9 +210,8 @@ def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info) -> Se
     """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer."""
     _check_arguments(limit, batch_size)
     source = data if isinstance(data, DataSource) else open_data(data)
-    inner = unwrap(model)
-    check_causal_lm(inner)
     _check_tokenizer(tokenizer)
+    backend = as_backend(model, tokenizer)
     all_items = source.dataset.items
     items = list(all_items[:limit] if limit else all_items)
     reasons = list(source.reasons)
@@ -215,27 +219,22 @@ def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info) -> Se
         reasons.append(f"--limit {limit} scored {len(items)} of {len(all_items)} items")
     if add_bos:
         reasons.append("--add-bos changes the scoring configuration")
-    info, identity, load_s = _model_record(inner, tokenizer, model_info)
-    window = model_window(inner, tokenizer)
+    info, identity, load_s = _model_record(backend, tokenizer, model_info)
+    window = backend.window
     encoded = [encode_item(tokenizer, it, add_bos=add_bos, window=window) for it in items]
-    pad_id = _check_vocabulary(encoded, tokenizer, inner)
-    return Setup(source, items, reasons, input_device(inner), model_dtype(inner), info, identity, load_s, window,
-                 encoded, pad_id)
+    pad_id = _check_vocabulary(encoded, tokenizer, backend.vocab_size)
+    return Setup(source, items, reasons, backend, info, identity, load_s, window, encoded, pad_id,
+                 bos_note(backend, add_bos))
 
 
-def _shared_identity(identity: dict, model, ranks: Ranks) -> dict:
+def _shared_identity(identity: dict, backend: Backend, ranks: Ranks) -> dict:
     """A sharded model's fingerprint covers every rank's shard, so it is the same on every rank;
     a replica's stays its own (and the ranks' replicas must then agree)."""
-    if ranks.world == 1 or identity.get("kind") != "in-memory" or not _is_sharded(model):
+    if ranks.world == 1 or identity.get("kind") != "in-memory" or not backend.sharded:
         return identity
     shards = ranks.all_gather(identity["fingerprint"])
     return {**identity, "fingerprint": hashlib.sha256("+".join(shards).encode()).hexdigest()[:16],
             "shards": ranks.world}
-
-
-def _is_sharded(model) -> bool:
-    return type(model).__name__ == "FullyShardedDataParallel" or any(
-        hasattr(p, "to_local") for p in unwrap(model).parameters())
 
 
 def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
@@ -259,16 +258,21 @@ def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
     return {"own": store, "others": store} if store else {}
 
 
-def run_signature(identity: dict, data_sha256: str, add_bos: bool, dtype, device) -> dict:
-    """Everything that changes a score, as --resume checks it (batch size, threads and limit do not)."""
+def run_signature(identity: dict, data_sha256: str, add_bos: bool, dtype: str, device,
+                  backend: str = "transformers") -> dict:
+    """Everything that changes a score, as --resume checks it (batch size, threads and limit do not).
+    The backend is named for every backend but transformers, the first one, so that runs started
+    before there were backends still resume."""
+    extra = {} if backend == "transformers" else {"backend": backend}
     return {
         "benchmark": f"BananaMind Base Bench {card.VERSION}",
         "scoring": SCORING_VERSION,
         "model": identity,
         "data_sha256": data_sha256,
         "add_bos": bool(add_bos),
-        "dtype": dtype if isinstance(dtype, str) else dtype_name(dtype),
+        "dtype": dtype,
         "device_type": torch.device(device).type,
+        **extra,
     }
 
 
@@ -279,14 +283,22 @@ def _check_arguments(limit, batch_size) -> None:
         raise UsageError(f"batch_size must be a whole number of 1 or more, or 'auto'; got {batch_size!r}")
 
 
+def bos_note(backend: Backend, add_bos: bool) -> str | None:
+    """The note for a model whose tokenizer puts BOS first when the run follows the card (no BOS)."""
+    if add_bos or not backend.expects_bos:
+        return None
+    return ("note: this model's tokenizer is set to put a BOS token first, and the card's rule scores "
+            "without one, which can cost such a model a lot; to measure the gap, run again with --add-bos "
+            "(a diagnostic, not official) and compare the two runs with `base-bench compare`")
+
+
 def _check_tokenizer(tokenizer) -> None:
     if not callable(tokenizer) or not hasattr(tokenizer, "eos_token_id"):
         raise ModelError(f"tokenizer must be a transformers tokenizer, not {type(tokenizer).__name__}")
 
 
-def _check_vocabulary(encoded, tokenizer, model) -> int:
-    """Raise ModelError if a token id does not fit the model's embedding; return the id to pad with."""
-    rows = model.get_input_embeddings().num_embeddings
+def _check_vocabulary(encoded, tokenizer, rows: int) -> int:
+    """Raise ModelError if a token id does not fit the model's `rows` embeddings; return the id to pad with."""
     for e in encoded:
         top = max(max(e.context), *(max(c) for c in e.continuations))
         if top >= rows:
@@ -296,51 +308,20 @@ def _check_vocabulary(encoded, tokenizer, model) -> int:
     return pad if isinstance(pad, int) and 0 <= pad < rows else 0  # padding is masked: any valid id will do
 
 
-def _model_record(model, tokenizer, given: dict | None) -> tuple[dict, dict, float | None]:
+def _model_record(backend: Backend, tokenizer, given: dict | None) -> tuple[dict, dict, float | None]:
     """(config.model for the report, identity for the resume signature, load seconds if known)."""
     info = dict(given or {})
     identity = info.pop("identity", None)
     load_s = info.pop("load_s", None)
     if identity is None:
-        fp = f"{weights_fingerprint(model)}-{tokenizer_fingerprint(tokenizer)}"
-        spec = getattr(model, "name_or_path", None) or type(model).__name__
+        fp = f"{backend.fingerprint()}-{tokenizer_fingerprint(tokenizer)}"
+        spec = backend.spec()
         info = {"spec": spec, "kind": "in-memory", "path": None, "revision": None, "fingerprint": fp,
                 "revision_requested": None, "trust_remote_code": None,
                 "cache": {"status": "not-loaded", "path": None}, **info}  # base-bench loaded nothing
         identity = {"kind": "in-memory", "fingerprint": fp}
-    info["model_type"] = getattr(model.config, "model_type", None)
-    info.update(model_size(model))
+    info.update(backend.describe())
     return info, identity, load_s
-
-
-@contextmanager
-def _eval_mode(model):
-    """model.eval() for the block, then every module's own training flag back, whatever happens."""
-    flags = [(m, m.training) for m in model.modules()]
-    model.eval()
-    try:
-        yield
-    finally:
-        for m, training in flags:
-            m.training = training
-
-
-def _pick_scorer(model, order, pad_id, device, ranks: Ranks):
-    """The packed scorer if it reproduces the plain one on a real batch (on every rank), else the
-    plain scorer."""
-    probe = packing_probe(order)
-    checked = attempt(lambda: check_packing(model, probe, pad_id), device)
-    if not ranks.agree(checked is not None):
-        raise ScoringError(f"out of accelerator memory while checking packing on {len(probe)} items; "
-                           "try a smaller dtype or another device")
-    ok, diff = checked
-    ok = ranks.agree(ok)
-    if not ok and ranks.is_main:
-        log.warning("note: this model does not reproduce the plain path with a packed 4D mask; "
-                    "using the plain path (one row per choice)")
-    packing = {"ok": ok, "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
-               "checked_items": [e.id for e in probe]}
-    return (PackedScorer if ok else PlainScorer)(model, pad_id), packing
 
 
 STEPS_PER_EXCHANGE = 4  # batches each rank scores between two exchanges of results

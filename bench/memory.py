@@ -54,9 +54,9 @@ def api(args) -> int:
 
     sys.path.insert(0, str(ROOT))
     from base_bench import evaluate
-    from base_bench.model import load_model, model_size
-    from base_bench.scoring import PackedScorer, encode_item, length_order, model_window
-    from base_bench.datasource import open_data
+    from base_bench.backends.transformers import load_model, model_size
+    from base_bench.engine.scoring import PackedScorer, encode_item, length_order, model_window
+    from base_bench.items.datasource import open_data
 
     torch.set_num_threads(args.threads)
     loaded = load_model(args.model, torch.device("cpu"), torch.float32)

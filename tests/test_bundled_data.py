@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from base_bench import card
-from base_bench.dataset import BUNDLED_SHA256, load_dataset_file
+from base_bench.items import card
+from base_bench.items.dataset import BUNDLED_SHA256, load_dataset_file
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "test.jsonl"
 

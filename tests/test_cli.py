@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from base_bench.cli import default_out_dir, main
+from base_bench.commands.cli import default_out_dir, main
 from fixtures import records, write_dataset
 from tiny import save_tiny
 

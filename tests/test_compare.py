@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from base_bench import card, elo
-from base_bench.cli import main
-from base_bench.compare import build_comparison, load_report, render_markdown, verdict
+from base_bench.items import card
+from base_bench.results import elo
+from base_bench.commands.cli import main
+from base_bench.commands.compare import build_comparison, load_report, render_markdown, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "5" * 64

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from base_bench import card
-from base_bench.dataset import DataError, load_dataset_file, validate_record
+from base_bench.items import card
+from base_bench.items.dataset import DataError, load_dataset_file, validate_record
 from fixtures import record, records, write_dataset
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from base_bench.cli import main
+from base_bench.commands.cli import main
 from fixtures import write_dataset
 from tiny import save_tiny
 from tiny_gguf import write_tiny_gguf

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from base_bench.distributed import Ranks, batch_cost, make_batches, share
-from base_bench.scoring import Encoded
+from base_bench.engine.distributed import Ranks, batch_cost, make_batches, share
+from base_bench.engine.scoring import Encoded
 from fixtures import write_dataset
 from tiny import save_tiny
 
@@ -293,7 +293,7 @@ def test_world_size_without_rendezvous_is_one_line(setup, tmp_path):
 def test_each_rank_takes_its_local_gpu_and_cuda_n_is_refused(monkeypatch):
     import torch
 
-    from base_bench.cli import _rank_device
+    from base_bench.commands.cli import _rank_device
     from base_bench.errors import DistributedError
 
     monkeypatch.setenv("LOCAL_RANK", "3")

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from base_bench import elo
+from base_bench.results import elo
 
 
 def closed_form(e):

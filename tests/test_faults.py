@@ -29,10 +29,10 @@ import torch
 
 import faultrun
 from base_bench import RunError, StorageError, evaluate
-from base_bench.cli import main
-from base_bench.records import ChoiceScore, ItemResult
-from base_bench.report import render_markdown
-from base_bench.runstore import LOCK, PARTIAL, RunStore
+from base_bench.commands.cli import main
+from base_bench.items.records import ChoiceScore, ItemResult
+from base_bench.results.report import render_markdown
+from base_bench.engine.runstore import LOCK, PARTIAL, RunStore
 from fixtures import write_dataset
 from tiny import save_tiny, tiny_model, tiny_tokenizer
 
@@ -405,7 +405,7 @@ def test_damaged_middle_line_is_refused_before_the_model_loads(base, reference, 
     def no_load(*a, **k):
         raise AssertionError("the model was loaded")
 
-    monkeypatch.setattr("base_bench.model.load_located", no_load)
+    monkeypatch.setattr("base_bench.backends.transformers.load_located", no_load)
     assert resume(base, out) == 2
     line = one_error_line(capsys.readouterr().err)
     assert line == f"base-bench: error: {out / PARTIAL}: line 7 is damaged; not touching this run"
@@ -438,7 +438,7 @@ def test_second_process_is_refused_while_a_run_works_and_sigkill_frees_it(base, 
         before = snapshot(out)
 
         with monkeypatch.context() as m:  # refused before the model loads
-            m.setattr("base_bench.model.load_located", lambda *a, **k: pytest.fail("the model was loaded"))
+            m.setattr("base_bench.backends.transformers.load_located", lambda *a, **k: pytest.fail("the model was loaded"))
             for extra in ([], ["--resume"]):
                 assert main(cli_args(base, out, *extra)) == 2
                 line = one_error_line(capsys.readouterr().err)

@@ -2,8 +2,9 @@
 
 import shutil
 
-from base_bench import model as model_mod
-from base_bench.model import fingerprint, locate_model
+from base_bench.backends import identity as model_mod
+from base_bench.backends.identity import fingerprint
+from base_bench.backends.transformers import locate_model
 
 
 def test_fingerprint_reads_the_content_of_large_files(tmp_path):

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from base_bench import gguf_cache, model as model_mod
-from base_bench.cli import build_parser, main
-from base_bench.model import load_model, model_size
+from base_bench.backends import gguf_cache, transformers as model_mod
+from base_bench.commands.cli import build_parser, main
+from base_bench.backends.transformers import load_model, model_size
 from fixtures import write_dataset
 from tiny import save_tiny
 from tiny_gguf import write_tiny_gguf
@@ -216,8 +216,8 @@ def test_incomplete_entry_is_rebuilt_never_loaded(gguf_file, root, calls, capsys
 
 KILL_MID_WRITE = """
 import os, signal, sys, torch
-from base_bench import gguf_cache
-from base_bench.model import load_model
+from base_bench.backends import gguf_cache
+from base_bench.backends.transformers import load_model
 
 def killed(*a, **k):  # tokenizer and weights are on disk, the manifest is not: die here
     os.kill(os.getpid(), signal.SIGKILL)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 from huggingface_hub import errors as hf_errors
 
-from base_bench import hub
+from base_bench.items import hub
 from fixtures import write_dataset
 
 SECRET_SAVED = "hf_SAVEDsecret00000000000000000000"

@@ -29,7 +29,8 @@ import huggingface_hub
 import pytest
 from huggingface_hub import constants, file_download, hf_api
 
-from base_bench import card, cli, hub
+from base_bench.items import card, hub
+from base_bench.commands import cli
 from fixtures import write_dataset
 from hubserver import THREAD_PREFIX, FakeHub, files_of, git_blob_id
 from tiny import save_tiny
@@ -289,7 +290,7 @@ def test_benchmark_py_refuses_hub_data_that_is_not_the_official_file(fake_hub, t
 
 # Test only: the card's checksum is replaced by the served file's, which stands in for the official
 # data (the real file is gated and not in this repository); then benchmark.py runs unchanged.
-OFFICIAL_IS_SERVED = ("import runpy, sys, base_bench.card as card; card.OFFICIAL_SHA256 = sys.argv.pop(1); "
+OFFICIAL_IS_SERVED = ("import runpy, sys, base_bench.items.card as card; card.OFFICIAL_SHA256 = sys.argv.pop(1); "
                       "sys.argv[0] = 'benchmark.py'; runpy.run_path('benchmark.py', run_name='__main__')")
 
 

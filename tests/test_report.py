@@ -5,9 +5,10 @@ import time
 
 import pytest
 
-from base_bench import card, elo, stats
-from base_bench.records import ChoiceScore, Item, ItemResult
-from base_bench.report import build_report, dumps, render_markdown, summary_lines
+from base_bench.items import card
+from base_bench.results import elo, stats
+from base_bench.items.records import ChoiceScore, Item, ItemResult
+from base_bench.results.report import build_report, dumps, render_markdown, summary_lines
 from fixtures import records
 
 CONFIG = {"model": {"spec": "tiny/test"}, "device": "cpu", "dtype": "float32", "add_bos": False, "batch_size": 8,

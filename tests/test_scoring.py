@@ -3,11 +3,8 @@
 import pytest
 import torch
 
-from base_bench.records import ChoiceScore, Item, pick
-from base_bench.scoring import (
-    CachedScorer, Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, max_abs_diff, score_in_batches,
-    score_reference,
-)
+from base_bench.items.records import ChoiceScore, Item, pick
+from base_bench.engine.scoring import CachedScorer, Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, max_abs_diff, score_in_batches, score_reference
 from tiny import tiny_model, tiny_tokenizer
 
 TOK = tiny_tokenizer()

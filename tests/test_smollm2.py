@@ -33,18 +33,16 @@ def cli(*args, device="cpu", **kw):
 
 @pytest.fixture(scope="module")
 def smol():
-    from base_bench.model import load_model
+    from base_bench.backends.transformers import load_model
 
     torch.set_num_threads(2)
     return load_model(GGUF, torch.device("cpu"), torch.float32)
 
 
 def test_batched_scores_equal_unbatched_loop(smol):
-    from base_bench.dataset import load_dataset_file
-    from base_bench.records import pick
-    from base_bench.scoring import (
-        PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_in_batches, score_reference,
-    )
+    from base_bench.items.dataset import load_dataset_file
+    from base_bench.items.records import pick
+    from base_bench.engine.scoring import PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_in_batches, score_reference
 
     items = load_dataset_file(ROOT / "data" / "test.jsonl").items
     picked = [items[i] for i in range(0, 350, 17)]  # 21 items, 3 per category
@@ -61,9 +59,9 @@ def test_batched_scores_equal_unbatched_loop(smol):
 
 
 def test_gguf_cache_hit_equals_fresh_conversion(smol):
-    from base_bench.dataset import load_dataset_file
-    from base_bench.model import load_model
-    from base_bench.scoring import PackedScorer, encode_item, max_abs_diff, model_window
+    from base_bench.items.dataset import load_dataset_file
+    from base_bench.backends.transformers import load_model
+    from base_bench.engine.scoring import PackedScorer, encode_item, max_abs_diff, model_window
 
     fresh = smol if smol.info["cache"]["status"] == "written" else load_model(
         GGUF, torch.device("cpu"), torch.float32, use_cache=False)

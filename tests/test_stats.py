@@ -14,7 +14,8 @@ import time
 import numpy as np
 import pytest
 
-from base_bench import card, elo, stats
+from base_bench.items import card
+from base_bench.results import elo, stats
 
 MIXED = [(750, 1.0, 1), (850, 1.5, 1), (1000, 2.25, 0), (1200, 3.15, 1), (950, 1.4, 0)]
 

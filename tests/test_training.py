@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
-from base_bench.cli import main
+from base_bench.commands.cli import main
 from base_bench.integrations import BaseBenchCallback
 from base_bench.integrations.hf import metrics
-from base_bench.trajectory import build_trajectory, find_reports
+from base_bench.commands.trajectory import build_trajectory, find_reports
 from tiny import CORPUS, tiny_model, tiny_tokenizer
 
 

@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent("""
     from pathlib import Path
     import base_bench
     from base_bench import evaluate
-    from base_bench.dataset import BUNDLED_SHA256
+    from base_bench.items.dataset import BUNDLED_SHA256
     sys.path.insert(0, {tests!r})
     from tiny import tiny_model, tiny_tokenizer
     assert "site-packages" in base_bench.__file__ and {root!r} not in base_bench.__file__, base_bench.__file__

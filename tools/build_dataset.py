@@ -16,7 +16,7 @@ import json
 import random
 from pathlib import Path
 
-from base_bench import card
+from base_bench.items import card
 
 SEED = 20261202
 

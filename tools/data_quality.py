@@ -20,7 +20,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from base_bench.dataset import load_dataset_file
+from base_bench.items.dataset import load_dataset_file
 
 
 def length_bias(items, measure) -> dict:
@@ -46,8 +46,8 @@ def near_duplicates(items, threshold=0.8) -> list[tuple[str, str, float]]:
 
 
 def context_free(items, model, tok, batch_size=16) -> dict:
-    from base_bench.records import pick
-    from base_bench.scoring import Encoded, PackedScorer, score_in_batches
+    from base_bench.items.records import pick
+    from base_bench.engine.scoring import Encoded, PackedScorer, score_in_batches
 
     if tok.bos_token_id is None:
         raise SystemExit("the tokenizer has no BOS token; the context-free baseline needs one")
@@ -97,7 +97,7 @@ def main() -> None:
     if args.model:
         import torch
 
-        from base_bench.model import load_model
+        from base_bench.backends.transformers import load_model
 
         loaded = load_model(args.model, torch.device("cpu"), torch.float32)
         tok = loaded.tokenizer

@@ -30,8 +30,8 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from ..evaluation import evaluate
-from ..report import dumps, render_markdown
-from ..reports_io import write_atomic
+from ..results.report import dumps, render_markdown
+from ..results.reports_io import write_atomic
 
 log = logging.getLogger("base_bench")
 

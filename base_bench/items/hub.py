@@ -21,7 +21,7 @@ import huggingface_hub
 from huggingface_hub import errors as hf_errors
 
 from . import card
-from .errors import HubError
+from ..errors import HubError
 
 
 LOCAL_HINT = (

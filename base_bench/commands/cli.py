@@ -22,10 +22,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import __version__, card
+from ..version import __version__
+from ..items import card
 from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
-from .distributed import rank_from_env
-from .errors import BaseBenchError, StorageError
+from ..engine.distributed import rank_from_env
+from ..errors import BaseBenchError, StorageError
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
 
@@ -110,12 +111,12 @@ def resolve_out_dir(args) -> Path:
 def run(args) -> int:
     import torch
 
-    from .datasource import HUB, open_data
-    from .distributed import init_from_env, world_from_env
-    from .evaluation import evaluate, run_signature
-    from .model import load_located, locate_model, resolve_device, resolve_dtype
-    from .report import summary_lines
-    from .runstore import RunStore
+    from ..items.datasource import HUB, open_data
+    from ..engine.distributed import init_from_env, world_from_env
+    from ..evaluation import evaluate, run_signature
+    from ..backends.transformers import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
+    from ..results.report import summary_lines
+    from ..engine.runstore import RunStore
 
     out_dir = resolve_out_dir(args)
     placement = _placement(args, world_from_env())
@@ -130,7 +131,7 @@ def run(args) -> int:
             located = locate_model(args.model, revision=args.revision, token=source.token,
                                    trust_remote_code=args.trust_remote_code)
             if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
-                RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype,
+                RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype_name(dtype),
                                                       device), args.resume)
         t0 = time.perf_counter()
         with ranks.together():
@@ -145,15 +146,15 @@ def run(args) -> int:
         return 0
     finally:
         if owned:
-            from .distributed import leave
+            from ..engine.distributed import leave
 
             leave(failed=sys.exc_info()[0] is not None)
 
 
 def _placement(args, world: int):
     """--device-map and its options, checked against the flags they cannot go with."""
-    from .errors import UsageError
-    from .model import Placement
+    from ..errors import UsageError
+    from ..backends.transformers import Placement
 
     if not args.device_map:
         extra = [f for f, v in (("--max-memory", args.max_memory), ("--offload-folder", args.offload_folder)) if v]
@@ -178,7 +179,7 @@ def _rank_device(device, asked: str, world: int):
     if world <= 1 or device.type != "cuda":
         return device
     if ":" in asked:
-        from .errors import DistributedError
+        from ..errors import DistributedError
 
         raise DistributedError(f"--device {asked} names one GPU, but under torchrun each of the {world} ranks uses "
                                "the GPU of its LOCAL_RANK: pass --device cuda (or auto)")
@@ -245,7 +246,7 @@ def _stopped_line(signum: int, args) -> str:
     what = "interrupted by SIGINT" if signum == signal.SIGINT else f"terminated by {signal.Signals(signum).name}"
     if args is None:
         return what
-    from .runstore import RunStore
+    from ..engine.runstore import RunStore
 
     out_dir = resolve_out_dir(args)
     store = RunStore(out_dir)

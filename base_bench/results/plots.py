@@ -24,7 +24,7 @@ from typing import Sequence
 
 from matplotlib.figure import Figure
 
-from . import card
+from ..items import card
 from .elo import expected
 from .stats import Z95, wilson_interval
 

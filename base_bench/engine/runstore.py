@@ -42,9 +42,9 @@ try:
 except ImportError:  # Windows: no flock; lock() warns that the out-dir is not protected
     fcntl = None
 
-from .errors import RunError, StorageError
-from .records import ItemResult
-from .reports_io import fsync_dir, write_all, write_atomic
+from ..errors import RunError, StorageError
+from ..items.records import ItemResult
+from ..results.reports_io import fsync_dir, write_all, write_atomic
 
 RUN_FILES = ("report.json", "predictions.md", "partial_results.jsonl", "run_config.json")
 PARTIAL = "partial_results.jsonl"

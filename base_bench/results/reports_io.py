@@ -16,7 +16,7 @@ import json
 import os
 from pathlib import Path
 
-from .errors import ReportError
+from ..errors import ReportError
 
 ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 from typing import Sequence
 
-from . import card, elo, stats
-from .records import Item, ItemResult
+from ..items import card
+from . import elo, stats
+from ..items.records import Item, ItemResult
 
 BENCHMARK = f"BananaMind Base Bench {card.VERSION}"
 

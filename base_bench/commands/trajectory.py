@@ -26,11 +26,11 @@ import html
 import sys
 from pathlib import Path
 
-from . import plots
+from ..results import plots
 from .cliargs import Parser, fail
-from .errors import ReportError
-from .report import ci_cell, elo_cell, md_cell, pct
-from .reports_io import display_name, html_page, load_report, refuse_existing, write_atomic
+from ..errors import ReportError
+from ..results.report import ci_cell, elo_cell, md_cell, pct
+from ..results.reports_io import display_name, html_page, load_report, refuse_existing, write_atomic
 
 OUTPUTS = {"png": "trajectory.png", "md": "trajectory.md", "html": "trajectory.html"}
 

@@ -47,8 +47,8 @@ from typing import Sequence
 import torch
 
 from .batching import is_oom
-from .errors import ScoringError
-from .records import ChoiceScore, Item
+from ..errors import ScoringError
+from ..items.records import ChoiceScore, Item
 
 
 @dataclass(frozen=True)

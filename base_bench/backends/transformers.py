@@ -1,4 +1,5 @@
-"""Resolve --device/--dtype and load a causal LM with its tokenizer.
+"""The transformers backend: resolve --device/--dtype, load a causal LM with its tokenizer, and
+score it (`TransformersBackend`, with the torch scorers of engine/scoring.py).
 
     device, dtype = resolve_device("auto"), resolve_dtype("auto", device)
     loaded = load_model("path/or/id/or/file.gguf", device, dtype, revision=None, token=None)
@@ -9,18 +10,26 @@ the converted tokenizer and weights are kept in a disk cache for the next load (
 `use_cache=False` bypasses it); a directory is loaded as a local export; anything else is taken
 as a Hub id and fetched with huggingface_hub (see hub.py), so the resolved commit is known and
 recorded. `fingerprint` names a local file or directory by its content (for --resume and the cache).
+
+    backend = TransformersBackend(loaded.model, loaded.tokenizer)   # what evaluate() asks
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
+import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .errors import ModelError
-from .hub import download_model
+from ..errors import ModelError, ScoringError
+from ..items.hub import download_model
+from .base import Backend
+from .identity import FINGERPRINT_SCHEME, fingerprint, package_version, weights_fingerprint
+
+log = logging.getLogger("base_bench")
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -59,16 +68,6 @@ def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def package_version(pkg: str) -> str | None:
-    """The installed version of `pkg` (None if it is not installed), as reports and cache keys record it."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return None
-
-
 def dtype_name(dtype: torch.dtype) -> str:
     """'float32', 'bfloat16', ... as the flags and report.json spell them."""
     return str(dtype).removeprefix("torch.")
@@ -79,52 +78,6 @@ class Loaded:
     model: object
     tokenizer: object
     info: dict = field(default_factory=dict)
-
-
-FINGERPRINT_SCHEME = "content/2"  # recorded next to the fingerprint; bump when the scheme changes
-FULL_HASH_LIMIT = 256 << 20  # files up to this size are hashed whole
-EDGE_BYTES = 8 << 20  # larger files: this much of the head and of the tail ...
-SAMPLE_BLOCKS, SAMPLE_BYTES = 1024, 64 << 10  # ... and this many blocks this big, evenly spaced between
-
-
-def file_digest(path: Path) -> str:
-    """SHA-256 (hex) of a file's size and content, read in full up to FULL_HASH_LIMIT (256 MiB).
-
-    A larger file is hashed from its size, its first and last 8 MiB, and 1024 blocks of 64 KiB
-    evenly spaced between them: 80 MiB read whatever the size (a 140 GB file read whole would take
-    minutes, at every run). The trade-off: two large files that differ only between the sampled blocks
-    get the same digest. Different checkpoints, quantisations or conversions of a model differ in
-    nearly every tensor, so in the metadata at the head and in most sampled blocks; a change
-    confined to one small tensor of a huge file can go unseen.
-    """
-    size = path.stat().st_size
-    h = hashlib.sha256(f"{size}\n".encode())
-    with path.open("rb") as f:
-        if size <= FULL_HASH_LIMIT:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-            return h.hexdigest()
-        h.update(f.read(EDGE_BYTES))
-        middle = size - 2 * EDGE_BYTES
-        step = middle // SAMPLE_BLOCKS
-        for i in range(SAMPLE_BLOCKS):
-            f.seek(EDGE_BYTES + i * step)
-            h.update(f.read(min(SAMPLE_BYTES, step)))
-        f.seek(size - EDGE_BYTES)
-        h.update(f.read(EDGE_BYTES))
-    return h.hexdigest()
-
-
-def fingerprint(path: Path) -> str:
-    """A content fingerprint of a model file or directory (32 hex digits): `file_digest` of the
-    file, or of every file of the directory with its relative path. Names and places do not
-    count for a file, so a moved or renamed model keeps its fingerprint."""
-    if path.is_file():
-        return hashlib.sha256(f"{FINGERPRINT_SCHEME}\n{file_digest(path)}".encode()).hexdigest()[:32]
-    h = hashlib.sha256(f"{FINGERPRINT_SCHEME} dir\n".encode())
-    for p in sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.relative_to(path).parts):
-        h.update(f"{p.relative_to(path).as_posix()}:{file_digest(p)}\n".encode())
-    return h.hexdigest()[:32]
 
 
 def classify(spec: str) -> str:
@@ -310,40 +263,91 @@ def model_size(model) -> dict:
             "bytes_in_memory": sum(t.numel() * t.element_size() for t in tensors.values())}
 
 
-def weights_fingerprint(model) -> str:
-    """A short hash that changes when any weight changes, computed without copying the model.
-
-    Tensors on the CPU are hashed byte for byte (zero-copy views). Tensors elsewhere (a GPU) are
-    summarized on their device, with no full-size temporary: the float64 sum and L2 norm, and 256
-    evenly spaced elements. A training step moves every sum, so two steps never share a fingerprint.
-    """
-    h = hashlib.sha256()
-    named = dict(model.named_parameters())
-    named.update(model.named_buffers())
-    for name in sorted(named):
-        t = named[name].detach()
-        if hasattr(t, "to_local"):  # a DTensor (FSDP2): this rank's shard
-            t = t.to_local()
-        h.update(f"{name}:{tuple(t.shape)}:{t.dtype}\n".encode())
-        if t.device.type == "meta" or t.numel() == 0:
-            continue
-        if t.device.type == "cpu":
-            h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy())
-        else:
-            flat = t.reshape(-1)
-            idx = torch.linspace(0, flat.numel() - 1, min(256, flat.numel()), device=t.device).long()
-            stats = torch.stack([flat.sum(dtype=torch.float64), torch.linalg.vector_norm(flat, dtype=torch.float64)])
-            h.update(stats.cpu().numpy().tobytes())
-            h.update(flat[idx].to(torch.float64).cpu().numpy().tobytes())
-    return h.hexdigest()[:16]
 
 
-def tokenizer_fingerprint(tokenizer) -> str:
-    """A short hash of what the tokenizer does: its serialized fast tokenizer, else its vocabulary."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        text = backend.to_str()
-    else:
-        vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
-        text = type(tokenizer).__name__ + repr(sorted(vocab.items()))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+# ---------------------------------------------------------------- the backend evaluate() asks
+
+
+class TransformersBackend(Backend):
+    """A transformers causal LM already in memory (maybe wrapped in DDP or FSDP), as a Backend.
+
+    Checks, on construction, that the unwrapped model is a decoder-only LM with its head. Forward
+    passes go through the wrapper (which gathers FSDP shards); checks and fingerprints read the
+    inner model. Nothing is copied, moved or cast."""
+
+    name = "transformers"
+
+    def __init__(self, model, tokenizer):
+        from ..engine.scoring import input_device, model_window, unwrap
+
+        self.model = model
+        self.inner = unwrap(model)
+        check_causal_lm(self.inner)
+        self.device = input_device(self.inner)
+        self.dtype = dtype_name(model_dtype(self.inner))
+        self.window = model_window(self.inner, tokenizer)
+        self.vocab_size = self.inner.get_input_embeddings().num_embeddings
+        self.expects_bos = tokenizer_adds_bos(tokenizer)
+        self.sharded = type(model).__name__ == "FullyShardedDataParallel" or any(
+            hasattr(p, "to_local") for p in self.inner.parameters())
+        self.threads = torch.get_num_threads()
+        self._tokenizer = tokenizer
+
+    def describe(self) -> dict:
+        return {"model_type": getattr(self.inner.config, "model_type", None), **model_size(self.inner)}
+
+    def fingerprint(self) -> str:
+        return weights_fingerprint(self.inner)
+
+    def spec(self) -> str:
+        return getattr(self.inner, "name_or_path", None) or type(self.inner).__name__
+
+    def versions(self) -> dict:
+        return {"torch": torch.__version__, "transformers": package_version("transformers")}
+
+    @contextmanager
+    def held(self):
+        """model.eval() and torch.no_grad() for the block, then every module's own training flag
+        back, whatever happens."""
+        flags = [(m, m.training) for m in self.model.modules()]
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            for m, training in flags:
+                m.training = training
+
+    def pick_scorer(self, longest_first, pad_id, ranks):
+        """The packed scorer if it reproduces the plain one on a real batch (on every rank), else the
+        plain scorer."""
+        from ..engine.batching import attempt
+        from ..engine.scoring import PackedScorer, PlainScorer, check_packing, packing_probe
+
+        probe = packing_probe(longest_first)
+        checked = attempt(lambda: check_packing(self.model, probe, pad_id), self.device)
+        if not ranks.agree(checked is not None):
+            raise ScoringError(f"out of accelerator memory while checking packing on {len(probe)} items; "
+                               "try a smaller dtype or another device")
+        ok, diff = checked
+        ok = ranks.agree(ok)
+        if not ok and ranks.is_main:
+            log.warning("note: this model does not reproduce the plain path with a packed 4D mask; "
+                        "using the plain path (one row per choice)")
+        packing = {"ok": ok, "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
+                   "checked_items": [e.id for e in probe]}
+        return (PackedScorer if ok else PlainScorer)(self.model, pad_id), packing
+
+
+def tokenizer_adds_bos(tokenizer) -> bool:
+    """True when the tokenizer, asked for its special tokens, puts its BOS id first (the model was
+    trained that way: Gemma, Llama, ...). Asked of the tokenizer itself, so it covers `add_bos_token`,
+    a post-processor template, and a GGUF's tokenizer.ggml.add_bos_token as transformers converts it."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if bos is None:
+        return False
+    try:
+        ids = tokenizer("a", add_special_tokens=True)["input_ids"]
+    except Exception:  # noqa: BLE001 - a tokenizer that cannot say is taken not to add one
+        return False
+    return bool(ids) and ids[0] == bos

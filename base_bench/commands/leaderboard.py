@@ -26,10 +26,11 @@ import html
 import sys
 from pathlib import Path
 
-from . import card, plots
+from ..items import card
+from ..results import plots
 from .cliargs import Parser, fail
-from .reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
-from .report import ci_cell, elo_cell, pct_cell
+from ..results.reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
+from ..results.report import ci_cell, elo_cell, pct_cell
 
 GROUPING_NOTE = ("Runs on different data files (different data SHA-256) are never ranked together: each data "
                  "file has its own table. Use --strict to refuse such a mix instead.")

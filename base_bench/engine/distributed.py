@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Sequence
 
-from .errors import BaseBenchError, DistributedError
+from ..errors import BaseBenchError, DistributedError
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def _short(v) -> str:
 def error_class(name: str) -> type:
     """The base-bench exception class called `name` (DistributedError if there is none), to raise
     on this rank an error another rank reported by name."""
-    from . import errors
+    from .. import errors
 
     cls = getattr(errors, name, None)
     return cls if isinstance(cls, type) and issubclass(cls, BaseBenchError) else DistributedError

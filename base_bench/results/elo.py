@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .card import ELO_SCALE, PRIOR_RATING, PRIOR_WEIGHT
+from ..items.card import ELO_SCALE, PRIOR_RATING, PRIOR_WEIGHT
 
 
 def expected(rating: float, item_elo: float) -> float:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import card
-from .errors import DataError
+from ..errors import DataError
 from .records import Item
 
 # SHA-256 of the bundled set, base-bench's own 350 items: base_bench/data/test.jsonl inside the

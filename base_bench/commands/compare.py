@@ -28,12 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import card
+from ..items import card
 from .cliargs import Parser, fail, positive_int
-from .paired import mcnemar_exact, paired_difference
-from .report import md_cell, pct
-from .reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
-from .stats import CONFIDENCE, resample_counts
+from ..results.paired import mcnemar_exact, paired_difference
+from ..results.report import md_cell, pct
+from ..results.reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
+from ..results.stats import CONFIDENCE, resample_counts
 
 ALPHA = 0.05
 TERMINAL_FLIPS = 10  # flipped items listed per direction on the terminal; the files list them all

@@ -49,8 +49,8 @@ from pathlib import Path
 
 import torch
 
-from .model import file_digest, package_version
-from .reports_io import fsync_dir
+from ..results.reports_io import fsync_dir
+from .identity import file_digest, package_version
 
 ENV = "BASE_BENCH_CACHE"
 FORMAT_VERSION = 1
