@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from base_bench.backends import gguf_cache, transformers as model_mod
-from base_bench.commands.cli import build_parser, main
+from base_bench.commands.cli import main
 from base_bench.backends.transformers import load_model, model_size
 from fixtures import write_dataset
 from tiny import save_tiny
@@ -313,12 +313,3 @@ def test_cli_reports_the_cache_and_no_cache_touches_nothing(gguf_file, root, tmp
     assert off["results"] == on["results"] == hit["results"]
     assert [i["choices"] for i in off["items"]] == [i["choices"] for i in hit["items"]]
 
-
-def test_readme_lists_every_flag_and_the_cache():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    table = text[text.index("## Flags"):text.index("## Output files")]
-    flags = [o for a in build_parser()._actions for o in a.option_strings if o.startswith("--")]
-    missing = [f for f in flags if f not in ("--help", "--version") and f"`{f}" not in table]
-    assert not missing, missing
-    ops = text[text.index("## Operations"):]
-    assert "GGUF cache" in ops and "BASE_BENCH_CACHE" in ops and "--no-cache" in ops

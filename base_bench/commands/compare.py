@@ -2,6 +2,7 @@
 
     base-bench compare runs/model-a runs/model-b [--json cmp.json] [--markdown cmp.md]
                        [--resamples 2000] [--seed 1234] [--force]
+    base-bench compare runs/model-a runs/model-b --out-dir DIR     # DIR/compare.json and DIR/compare.md
 
 RUN_A and RUN_B are run directories holding report.json, or paths to report.json files. The two
 runs must have scored the same items of the same data file (same SHA-256, same item ids); any other
@@ -36,6 +37,7 @@ from ..results.reports_io import ReportError, display_name, load_report, refuse_
 from ..results.stats import CONFIDENCE, resample_counts
 
 ALPHA = 0.05
+OUT_DIR_FILES = ("compare.json", "compare.md")  # what --out-dir DIR writes
 TERMINAL_FLIPS = 10  # flipped items listed per direction on the terminal; the files list them all
 
 
@@ -316,14 +318,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resamples", type=positive_int("--resamples"), default=2000, metavar="N",
                    help="paired bootstrap resamples (default 2000)")
     p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234); recorded in the output")
-    p.add_argument("--force", action="store_true", help="overwrite existing --json / --markdown files")
+    p.add_argument("--out-dir", metavar="DIR",
+                   help=f"write both files into DIR, as {OUT_DIR_FILES[0]} and {OUT_DIR_FILES[1]} "
+                        "(instead of --json / --markdown)")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.out_dir is not None:
+        if args.json or args.markdown:
+            parser.error("--out-dir names both output files; give either it or --json / --markdown")
+        args.json, args.markdown = (str(Path(args.out_dir) / name) for name in OUT_DIR_FILES)
     outputs = [Path(x).expanduser() for x in (args.json, args.markdown) if x]
     try:
+        if args.out_dir is not None and outputs[0].parent.exists() and not outputs[0].parent.is_dir():
+            raise ReportError(f"--out-dir {args.out_dir} is a file, not a directory")
         if len(outputs) == 2 and outputs[0].resolve() == outputs[1].resolve():
             raise ReportError("--json and --markdown name the same file")
         refuse_existing(outputs, args.force)

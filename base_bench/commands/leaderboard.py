@@ -1,8 +1,8 @@
 """`base-bench leaderboard RUN_DIR...`: rank finished runs by Overall Elo, with plots.
 
-    base-bench leaderboard runs/a runs/b runs/c [--out leaderboard] [--strict] [--force]
+    base-bench leaderboard runs/a runs/b runs/c [--out-dir leaderboard] [--strict] [--force]
 
-Writes, into --out (default ./leaderboard):
+Writes, into --out-dir (default ./leaderboard; `--out` is the older spelling):
 
     leaderboard.md                 tables + links to the PNGs below
     leaderboard.html               the same, self-contained (PNGs inlined as base64 data URIs)
@@ -216,18 +216,19 @@ def build_parser() -> argparse.ArgumentParser:
         description="Rank finished runs by Overall Elo and write leaderboard.md, a self-contained leaderboard.html "
                     "and PNG plots (category Elo with intervals; calibration by item Elo). " + GROUPING_NOTE)
     p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories holding report.json (or report.json files)")
-    p.add_argument("--out", default="leaderboard", metavar="DIR", help="output directory (default ./leaderboard)")
+    p.add_argument("--out-dir", "--out", dest="out_dir", default="leaderboard", metavar="DIR",
+                   help="output directory (default ./leaderboard); --out is the older spelling of the same flag")
     p.add_argument("--strict", action="store_true", help="refuse runs on different data files instead of grouping them")
-    p.add_argument("--force", action="store_true", help="overwrite existing leaderboard files in --out")
+    p.add_argument("--force", action="store_true", help="overwrite existing leaderboard files in --out-dir")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    out = Path(args.out).expanduser()
+    out = Path(args.out_dir).expanduser()
     try:
         if out.exists() and not out.is_dir():
-            raise ReportError(f"--out {out} is a file, not a directory")
+            raise ReportError(f"--out-dir {out} is a file, not a directory")
         seen, reports = set(), []
         for run in args.runs:
             rep = load_report(run)

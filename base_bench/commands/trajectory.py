@@ -1,10 +1,11 @@
 """`base-bench trajectory DIR`: the Elo of one model over its training, from per-step reports.
 
-    base-bench trajectory runs/train-bench [--out DIR] [--force]
+    base-bench trajectory runs/train-bench [--out-dir OUT] [--force]
 
 DIR holds the reports of one training run, one per scored step, as `BaseBenchCallback` writes them
 (`DIR/step-<N>/report.json`, each carrying `training_step`). Every report.json under DIR with a
-`training_step` is read; nothing is rescored. Written into --out (default: DIR itself):
+`training_step` is read; nothing is rescored. Written into --out-dir
+(default: DIR itself; `--out` is the older spelling):
 
     trajectory.png    Overall Elo and each category's Elo against step, with 95% bootstrap bands
     trajectory.md     a table per step: Overall Elo, its 95% CI and ±, accuracies, category Elo
@@ -147,17 +148,18 @@ def build_parser() -> argparse.ArgumentParser:
         description="Plot a model's Overall and category Elo against training step, from the step-<N>/report.json "
                     "files BaseBenchCallback writes, and write a Markdown table and a self-contained HTML page.")
     p.add_argument("run_dir", metavar="DIR", help="directory holding the per-step reports of one training run")
-    p.add_argument("--out", metavar="DIR", help="where to write trajectory.png/.md/.html (default: DIR)")
+    p.add_argument("--out-dir", "--out", dest="out_dir", metavar="OUT",
+                   help="where to write trajectory.png/.md/.html (default: DIR); --out is the older spelling")
     p.add_argument("--force", action="store_true", help="overwrite existing trajectory files")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    out = Path(args.out if args.out else args.run_dir).expanduser()
+    out = Path(args.out_dir if args.out_dir else args.run_dir).expanduser()
     try:
         if out.exists() and not out.is_dir():
-            raise ReportError(f"--out {out} is a file, not a directory")
+            raise ReportError(f"--out-dir {out} is a file, not a directory")
         reports = find_reports(args.run_dir)
         traj = build_trajectory(reports)
         targets = {k: out / name for k, name in OUTPUTS.items()}
