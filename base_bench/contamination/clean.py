@@ -43,10 +43,12 @@ def write_clean_unit(unit: dict, flagged: set, out_dir: str) -> int:
 def _jsonl(src: Path, dst: Path, flagged: set, unit: dict) -> int:
     import fsspec
 
+    from .steps import lines_of
+
     comp = unit.get("compression")
     dropped = 0
     with fsspec.open(str(src), "rb", compression=comp) as fi, fsspec.open(str(_tmp(dst)), "wb", compression=comp) as fo:
-        for li, line in enumerate(fi, 1):
+        for li, line in enumerate(lines_of(fi), 1):
             if li in flagged:
                 dropped += 1
             else:

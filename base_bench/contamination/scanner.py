@@ -184,9 +184,10 @@ def scan(paths, out_dir, *, data=None, text_key: str = "text", id_key: str = "id
     source = open_data(data)
     corpus = discover([str(p) for p in paths])
     if clean is not None:
-        for u in corpus.units:
-            if _inside(Path(u.path), clean) or _inside(clean, Path(u.path).parent if u.format != "hf" else Path(u.path)):
-                raise UsageError(f"--write-clean {clean} overlaps the corpus ({u.display}); write the clean copy elsewhere")
+        for p in paths:
+            p = Path(p).expanduser()
+            if (p.is_dir() and _inside(clean, p)) or _inside(p, clean):
+                raise UsageError(f"--write-clean {clean} overlaps the corpus path {p}; write the clean copy elsewhere")
     items = list(source.dataset.items)
     index = ItemIndex.build(items)
     canaries = canaries_of(items)

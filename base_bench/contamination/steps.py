@@ -102,6 +102,19 @@ def write_json(work_dir: str, kind: str, rank: int, obj: dict) -> None:
     os.replace(tmp, p)
 
 
+def lines_of(f):
+    """A binary stream that iterates by lines (zstandard's reader does not: it gets a buffer around it)."""
+    import io
+
+    try:
+        f.readline  # noqa: B018
+        if not type(f).__name__.startswith("ZstdDecompression"):
+            return f
+    except AttributeError:
+        pass
+    return io.BufferedReader(f, 1 << 20)
+
+
 def _short(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
@@ -175,7 +188,8 @@ class CorpusJsonlReader(_Strict, JsonlReader):
         unit = self.units[filepath]
         t0 = time.perf_counter()
         try:
-            with self.data_folder.open(filepath, "rb", compression=self.compression) as f:
+            with self.data_folder.open(filepath, "rb", compression=self.compression) as raw:
+                f = lines_of(raw)
                 for li, line in enumerate(f, 1):
                     if not line.strip():
                         continue
