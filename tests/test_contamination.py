@@ -196,6 +196,26 @@ def test_datatroves_own_filter_runs_on_the_exported_index(scanned):
     assert f.filter(Document(text=CLEAN_TEXT[0], id="2")) is True
 
 
+def test_long_documents_are_scanned_in_chunks_without_losing_a_match_at_a_cut(monkeypatch):
+    from datatrove.data import Document
+
+    from base_bench.contamination import steps
+    from base_bench.contamination.canary import canaries_of
+    from base_bench.contamination.index import ItemIndex
+
+    it = LONG[0]
+    filler = " ".join(CLEAN_TEXT) + " "
+    text = filler * 3 + full(it) + " " + filler * 3 + BUNDLED_CANARY
+    filt = steps.ItemNGramFilter(ItemIndex.build(ITEMS), canaries_of(ITEMS))
+    whole, guids_whole = filt.scan(text)
+    monkeypatch.setattr(steps, "CHUNK", 64)  # cuts every ~64 characters: inside the item many times
+    chunked, guids = filt.scan(text)
+    assert chunked == whole and guids == guids_whole == ["395bed8f-52cb-47dc-a967-31acfca315c0"]
+    assert {filt.index.grams[g].item for g, _ in chunked} == {ITEMS.index(it)}
+    res = filt.filter_batch([Document(text=text, id="long"), Document(text=CLEAN_TEXT[0], id="short")])
+    assert res == [(False, "benchmark"), True]
+
+
 # ---------------------------------------------------------------- bad input
 
 
@@ -282,3 +302,24 @@ def test_cli_subprocess_scan_prints_a_summary(tmp_path, good):
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "dirty items: 1 of 350 (answer leaked in 1)" in r.stdout and r.stderr == ""
+
+
+def test_slurm_gets_datatroves_executor_with_the_options_passed_through(tmp_path, monkeypatch, good):
+    """No Slurm here: the stages are built as datatrove's SlurmPipelineExecutors and the submission
+    (run) is caught; the options reach the executor, and each stage depends on the one before."""
+    from datatrove.executor.slurm import SlurmPipelineExecutor
+
+    submitted = []
+    monkeypatch.setattr(SlurmPipelineExecutor, "run", lambda self: submitted.append(self))
+    got = scan([str(good)], tmp_path / "out", data=str(ROOT), executor="slurm", workers=3, tasks=5,
+               write_clean=tmp_path / "clean",
+               executor_options={"partition": "cpu", "time": "02:00:00", "cpus_per_task": 2, "qos": "low"})
+    assert got is None
+    (report,) = submitted
+    clean = report.depends
+    first = clean.depends
+    assert [type(x) for x in (report, clean, first)] == [SlurmPipelineExecutor] * 3 and first.depends is None
+    assert (first.partition, first.time, first.cpus_per_task, first.qos) == ("cpu", "02:00:00", 2, "low")
+    assert (first.tasks, first.workers, report.tasks) == (5, 3, 1)
+    assert [type(s).__name__ for s in first.pipeline] == ["CorpusJsonlReader", "ItemNGramFilter"]
+    assert first.job_name == "base-bench-contamination-scan"

@@ -99,6 +99,6 @@ def render_markdown(rep: dict) -> str:
     if tm.get("mb_per_s"):
         out += ["", "## Time", "",
                 f"Scan: {tm['scan_wall_s']:.1f} s, {tm['mb_per_s']} MB/s ({tm['mb_per_s_per_worker']} MB/s per "
-                f"worker). Summed over tasks: reading {tm['read_s']:.1f} s, normalising {tm['normalise_s']:.1f} s, "
+                f"worker; {tm.get('mb_per_cpu_s', '?')} MB per CPU second). Summed over tasks: reading {tm['read_s']:.1f} s, normalising {tm['normalise_s']:.1f} s, "
                 f"matching {tm['match_s']:.1f} s; peak worker RSS {tm['max_worker_rss_mb']} MB."]
     return "\n".join(out) + "\n"

@@ -119,13 +119,16 @@ def build_report(plan: dict, hits: list[dict], skipped: list[dict], stats: dict,
     read_s = sum(s["read_s"] for k, v in stats.items() if k.startswith("read-") for s in v)
     phases = {k: round(sum(s.get(k, 0.0) for s in scan_stats), 3) for k in ("normalise_s", "match_s", "record_s")}
     task_s = sum(s.get("task_s", 0.0) for s in scan_stats)
+    cpu_s = sum(s.get("cpu_s", 0.0) for s in scan_stats)
     timing = dict(timing or {})
     total_bytes = sum(u["bytes"] for u in plan["corpus"]["units"])
     if timing.get("scan_wall_s"):
         w = timing["scan_wall_s"]
         timing["mb_per_s"] = round(total_bytes / 1e6 / w, 2)
         timing["mb_per_s_per_worker"] = round(total_bytes / 1e6 / w / max(1, plan["settings"]["workers"]), 2)
-    timing.update({"task_s": round(task_s, 3), "read_s": round(read_s, 3), **phases,
+    if cpu_s:  # what one worker does per second of its own CPU time (the wall time counts other load too)
+        timing["mb_per_cpu_s"] = round(total_bytes / 1e6 / cpu_s, 2)
+    timing.update({"task_s": round(task_s, 3), "cpu_s": round(cpu_s, 3), "read_s": round(read_s, 3), **phases,
                    "max_worker_rss_mb": round(max((s.get("maxrss_kb", 0) for s in scan_stats), default=0) / 1024, 1)})
     n_dirty = sum(i["dirty"] for i in out_items)
     totals = {

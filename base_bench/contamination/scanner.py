@@ -60,7 +60,7 @@ def require_extra() -> None:
     """UsageError unless datatrove and the readers' libraries are installed (the `contamination` extra)."""
     import importlib.util
 
-    missing = [m for m in ("datatrove", "orjson", "pyarrow", "zstandard") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("datatrove", "regex", "orjson", "pyarrow", "zstandard") if importlib.util.find_spec(m) is None]
     if missing:
         raise UsageError(f"the corpus scan needs {', '.join(missing)}: pip install 'base-bench[contamination]'")
 
