@@ -218,3 +218,30 @@ def test_rescore_refuses_other_data_or_items():
     partial["items"] = partial["items"][:5]
     with pytest.raises(ReportError, match="5 of the run's items are not in the scan"):
         rescore(rep, partial)
+
+
+def test_cli_report_writes_json_and_markdown_and_never_overwrites(tmp_path, capsys):
+    import json
+
+    from base_bench.cli import main
+
+    rep = _report([n < 20 or n % 2 == 0 for n in range(80)])
+    for it in rep["items"]:
+        it.update(difficulty="easy", label=0)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "report.json").write_text(json.dumps(rep))
+    (tmp_path / "scan").mkdir()
+    (tmp_path / "scan" / "contamination.json").write_text(json.dumps(_scan(rep, {i["id"] for i in rep["items"][:20]})))
+    args = ["contamination", "report", str(tmp_path / "run"), "--scan", str(tmp_path / "scan"), "--resamples", "200",
+            "--out-dir", str(tmp_path / "out")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "clean  Elo" in out and "(60 items)" in out and "Verdict: clean − full = " in out
+    res = json.loads((tmp_path / "out" / "contamination_report.json").read_text())
+    assert res["clean"]["n"] == 60 and res["bootstrap"]["resamples"] == 200
+    md = (tmp_path / "out" / "contamination_report.md").read_text()
+    assert "| clean | 60 |" in md and "| dirty | 20 |" in md
+    assert main(args) == 2 and "already exists" in capsys.readouterr().err
+    assert main(["contamination", "report", str(tmp_path / "run"), "--scan", str(tmp_path / "nope")]) == 2
+    assert "no contamination.json there" in capsys.readouterr().err
+    assert main(["contamination"]) == 2 and "give one of scan, probe, report" in capsys.readouterr().err

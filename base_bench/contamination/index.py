@@ -159,6 +159,9 @@ class ItemIndex:
         n_auto, p5 = choose_n([it.length for it in iw])
         return cls(iw, n or n_auto, p5)
 
+    def __deepcopy__(self, memo):  # fixed once built: datatrove copies the pipeline for every task
+        return self
+
     def __getstate__(self):  # ship the index small to workers; the arrays are rebuilt there
         return {k: v for k, v in self.__dict__.items() if k not in ("_bloom", "_pw", "_ipw")}
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import re
 import string
-import sys
 import unicodedata
 from functools import lru_cache
 
@@ -38,15 +37,15 @@ _ASCII_DELETE = string.punctuation.encode()  # exactly the ASCII characters of c
 _NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
 
 
-@lru_cache(maxsize=1)
-def _non_ascii_punct() -> frozenset:
-    return frozenset(c for c in map(chr, range(0x80, sys.maxunicode + 1)) if unicodedata.category(c)[0] in "PS")
+@lru_cache(maxsize=None)
+def _drop(c: str) -> bool:
+    """A punctuation mark or symbol (Unicode category P* or S*)."""
+    return unicodedata.category(c)[0] in "PS"
 
 
 def _fix_run(m: re.Match) -> bytes:
-    punct = _non_ascii_punct()
     text = m.group().decode("utf-8", "surrogatepass")
-    return "".join(" " if c.isspace() else c for c in text if c not in punct).encode("utf-8", "surrogatepass")
+    return "".join(" " if c.isspace() else c for c in text if not _drop(c)).encode("utf-8", "surrogatepass")
 
 
 def normalized(text: str) -> bytes:

@@ -40,6 +40,7 @@ from .results import DIRTY_RULE
 EXECUTORS = ("local", "slurm", "ray")
 _SET_BY_US = {"self", "pipeline", "tasks", "workers", "logging_dir", "depends", "skip_completed"}
 _DEVNULL = None
+_INDEXES: dict = {}
 
 
 def _executor_class(kind: str):
@@ -189,7 +190,11 @@ def scan(paths, out_dir, *, data=None, text_key: str = "text", id_key: str = "id
             if (p.is_dir() and _inside(clean, p)) or _inside(p, clean):
                 raise UsageError(f"--write-clean {clean} overlaps the corpus path {p}; write the clean copy elsewhere")
     items = list(source.dataset.items)
-    index = ItemIndex.build(items)
+    key = source.dataset.sha256
+    if key not in _INDEXES:  # the same data file in one process (tests, notebooks) is indexed once
+        _INDEXES.clear()
+        _INDEXES[key] = ItemIndex.build(items)
+    index = _INDEXES[key]
     canaries = canaries_of(items)
 
     work = out / "work"

@@ -9,7 +9,7 @@ sharding over tasks, fsspec with gzip/zstd by extension); a save_to_disk folder 
 (its .arrow files are Arrow streams). Each is subclassed only to read strictly: a line that is not
 JSON, a record without the text key, a damaged gzip or Parquet file raise CorpusError with one line
 naming the file (and line), where datatrove would log a warning and skip on. With skip_bad the file
-is noted in work_dir/skipped/ and the task carries on with the next file. Every document carries
+is noted in work_dir/skipped-<format>/ and the task carries on with the next file. Every document carries
 its unit number and line (JSONL, 1-based) or row (Parquet and datasets, 0-based) in its metadata,
 so the report can name it and --write-clean can drop exactly it. `.txt` files (one document each)
 have no datatrove reader; TextFileReader is a small BaseDiskReader for them.
@@ -17,7 +17,8 @@ have no datatrove reader; TextFileReader is a small BaseDiskReader for them.
 ItemNGramFilter drops (returns False for) every document that holds an item n-gram or a canary and
 appends one JSON line per such document to work_dir/hits/<rank>.jsonl: which items, which kinds of
 n-gram, the item words they cover, and an excerpt. It works in any datatrove pipeline (documents
-from other readers are named by their `file_path` metadata and id). Long documents are scanned in
+from other readers are named by their `file_path` metadata and id). Documents are matched BATCH at a
+time (one numpy pass over their words, a separator between them); long documents are scanned in
 chunks of CHUNK characters, cut at whitespace, with the last words carried over so that no n-gram
 is lost at a cut; memory stays bounded whatever the document or corpus size.
 
