@@ -6,7 +6,6 @@ file's format, path and fields without the flagged documents, and bad input is o
 
 import gzip
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path

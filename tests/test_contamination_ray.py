@@ -9,7 +9,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from base_bench.contamination.scanner import scan  # noqa: E402
-from base_bench.dataset import bundled_path, load_dataset_file  # noqa: E402
+from base_bench.dataset import bundled_path, load_dataset_file  # noqa: E402 - after importorskip
 
 ROOT = Path(__file__).resolve().parents[1]
 
