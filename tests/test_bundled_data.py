@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from base_bench.items import card
-from base_bench.items.dataset import BUNDLED_SHA256, load_dataset_file
+from base_bench.items.dataset import BUNDLED_CANARY, BUNDLED_SHA256, load_dataset_file
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "test.jsonl"
 
@@ -28,7 +28,8 @@ def test_bundled_items_follow_authoring_rules():
         assert max(sum(i.label == k for i in mine) for k in range(4)) <= 15
     for it in ds.items:
         assert it.context == it.context.rstrip()
-        assert 1 <= len(it.tags) <= 3
+        assert it.tags[-1] == BUNDLED_CANARY  # the canary closes every record's tags
+        assert 1 <= len(it.tags) - 1 <= 3 and BUNDLED_CANARY not in it.tags[:-1]
         if it.category == "context_tracking" and it.difficulty == "hard":
             assert len(it.context.split()) >= 150
     assert len(set(ids)) == 350

@@ -5,8 +5,8 @@
 Each draft line holds {"difficulty", "context", "correct", "distractors": [3], "tags"} (plus a
 reviewer note "why", which is not shipped). This script fills in the card's fixed fields (version,
 weights, item_elo, score_mode), numbers the ids <category>-001.., and places the correct
-continuation so that label positions are 88/88/87/87 overall and 13/13/12/12 within each category.
-The placement is a seeded shuffle, so the output is reproducible from the drafts.
+continuation so that label positions are 88/88/87/87 overall and 13/13/12/12 within each category,
+and appends the bundled set's canary (dataset.BUNDLED_CANARY) to every record's tags. The placement is a seeded shuffle, so the output is reproducible from the drafts.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import random
 from pathlib import Path
 
 from base_bench.items import card
+from base_bench.items.dataset import BUNDLED_CANARY
 
 SEED = 20261202
 
@@ -56,7 +57,7 @@ def build(draft_dir: Path) -> list[dict]:
                 "continuations": conts,
                 "label": label,
                 "score_mode": card.SCORE_MODE,
-                "tags": d["tags"],
+                "tags": list(d["tags"]) + [BUNDLED_CANARY],
             })
     return out
 

@@ -8,7 +8,7 @@ an out-dir in use by another process) ends with a one- or two-line message on st
 exit code, never a traceback. Exit codes: 0 done; 2 a user error; 74 a run file could not be
 written (disk full, I/O error); 130 SIGINT (Ctrl-C) and 143 SIGTERM, which stop the run cleanly:
 the finished items stay saved, the out-dir lock is released, and a line says how many are saved.
-Subcommands (`compare`, `leaderboard`, `trajectory`) are routed to their own modules.
+Subcommands (`compare`, `leaderboard`, `trajectory`, `contamination`) are routed to their own modules.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_me
 from ..engine.distributed import rank_from_env
 from ..errors import BaseBenchError, StorageError
 
-SUBCOMMANDS = ("compare", "leaderboard", "trajectory")
+SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
 
 
 def _batch_size(text):
@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="other commands (each has its own --help):\n"
                "  base-bench compare RUN_A RUN_B      is B really better than A (same items)?\n"
                "  base-bench leaderboard RUN_DIR...   rank finished runs, with tables and plots\n"
-               "  base-bench trajectory DIR           Elo over training, from BaseBenchCallback's reports",
+               "  base-bench trajectory DIR           Elo over training, from BaseBenchCallback's reports\n"
+               "  base-bench contamination scan|probe|report   find the items in a corpus, probe a model, clean Elo",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--model", required=True, metavar="MODEL",

@@ -25,7 +25,10 @@ from .records import Item
 
 # SHA-256 of the bundled set, base-bench's own 350 items: base_bench/data/test.jsonl inside the
 # package (the repository's data/test.jsonl is a link to it, for `--local-data .`).
-BUNDLED_SHA256 = "986fabb90b3f1b6ff35ba918636a2cb79b3fa09436683ef9732dddcfe6899a0b"
+BUNDLED_SHA256 = "91a54c5052a41098a6e3ffa41f3a09d86a03e2c0a1b946c3fa587d28b6ed02ca"
+# The bundled set's canary, the last tag of every record (data/README.md says why there): a corpus that
+# holds it holds these items. `base-bench contamination scan` looks for it, `... probe` asks a model.
+BUNDLED_CANARY = "BASE-BENCH-BUNDLED-CANARY 395bed8f-52cb-47dc-a967-31acfca315c0"
 BUNDLED_NAME = "base-bench bundled set (independently authored, not the official BananaMind data)"
 
 FIELDS = {
