@@ -838,6 +838,15 @@ def check_speed(ctx: Ctx) -> dict:
     sync(ctx.device)
     again_s = time.perf_counter() - t
     head_mode = scorer.keep_mode
+    sizes = []  # padding against launches: the same pass at other batch sizes
+    for other in sorted({8, 32, 64, 128, bs} & set(range(1, len(encs) + 1)) | {min(bs, len(encs))}):
+        sync(ctx.device)
+        t = time.perf_counter()
+        score_in_batches(scorer, encs, other)
+        sync(ctx.device)
+        f = fed_flops(model, make_batches(order, other))
+        sizes.append({"batch_size": other, "seconds": round(time.perf_counter() - t, 4),
+                      "positions_with_padding": f["positions"], "tflop_fed": round(f["flops"] / 1e12, 3)})
     phases = _phases(model, scorer, order, bs, ctx.device)
     try:
         prof = _profile(scorer, encs, bs, ctx.device)
@@ -871,6 +880,7 @@ def check_speed(ctx: Ctx) -> dict:
         "breakdown": {"tokenize_s": round(tokenize_s, 4), "packing_check_s": round(packing_s, 4),
                       "auto_search_s": auto["seconds"], "auto_probes": auto["probes"],
                       "second_scoring_pass_s": round(again_s, 4), "second_pass_vs_evaluate": same,
+                      "by_batch_size": sizes,
                       "phases": phases, "profile": prof,
                       "host_to_device_bytes_per_pass": _h2d_bytes(batches, torch.finfo(torch.bfloat16).bits // 8)},
     }
@@ -1277,6 +1287,9 @@ def render_md(doc: dict) -> str:
                   f"auto search: {b['auto_search_s']:.3f} s (not in scoring_s)",
                   f"- a second scoring pass: {b['second_scoring_pass_s']:.3f} s (|Δ| vs evaluate() "
                   f"{_f(b['second_pass_vs_evaluate']['max_abs_delta'], '.1e')})",
+                  "- the same pass at other batch sizes (padding against launches): " + "; ".join(
+                      f"{r['batch_size']}: {r['seconds']:.3f} s, {r['positions_with_padding']} positions, "
+                      f"{r['tflop_fed']} TFLOP" for r in b.get("by_batch_size", [])),
                   f"- per batch, synchronised: host prep and copies {ph['host_prep_and_copy_s']:.3f} s, forward "
                   f"{ph['forward_s']:.3f} s, after the forward {ph['after_forward_s']:.3f} s (total {ph['total_s']:.3f} s)",
                   f"- host-to-device bytes per pass: {b['host_to_device_bytes_per_pass'] / 1e6:.1f} MB"]
@@ -1375,6 +1388,17 @@ def run_all(args, out: Path) -> int:
         print(f"[{ctx.elapsed():6.1f} s] {check.name}: {entry['status']} "
               f"{entry.get('summary') or entry.get('error') or entry.get('reason') or ''}", file=sys.stderr, flush=True)
         save()
+    modes = sorted({v for k, v in ctx.memo.items() if k[0] == "keep_mode"} |
+                   {c.get("lm_head_mode") for c in doc["checks"] if c.get("lm_head_mode")})
+    if any(m != "mask" for m in modes):
+        ctx.notes.append(f"LM head modes seen: {', '.join(modes)}. {LM_HEAD_MODES}.")
+    skipped = [c["name"] for c in doc["checks"] if c["status"] == "skipped"]
+    if skipped:
+        ctx.notes.append(f"skipped for time: {', '.join(skipped)}; rerun them with --only {','.join(skipped)}")
+    failed_names = [c["name"] for c in doc["checks"] if c["status"] == "failed"]
+    if failed_names:
+        ctx.notes.append(f"failed: {', '.join(failed_names)}; the error and a traceback are in the JSON; rerun with "
+                         f"--only {','.join(failed_names)}")
     doc["imported_project_dependencies"] = imported_deps()
     doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     save()
