@@ -203,6 +203,30 @@ def test_models_without_boolean_logits_to_keep_fall_back(model, encoded, referen
     assert max_abs_diff(got, reference) < 1e-4
 
 
+class _HeadTakesIntKeep(_Wrapped):
+    """As transformers 5.17 does: a tensor `logits_to_keep` fails at the LM head, after the layers ran
+    and appended this pass to the KV cache."""
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
+                logits_to_keep=0):
+        out = self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=past_key_values, use_cache=use_cache,
+                         logits_to_keep=logits_to_keep if isinstance(logits_to_keep, int) else 0)
+        if not isinstance(logits_to_keep, int):
+            raise IndexError("too many indices for tensor")
+        return out
+
+
+def test_kv_cache_scorer_retries_on_a_clean_cache(encoded):
+    """The kv-cache scorer's first batch once scored against a cache holding its continuations twice
+    (found by bench/gpu_check.py under transformers 5.17)."""
+    m = tiny_model("llama", TOK)
+    scorer = CachedScorer(_HeadTakesIntKeep(m))
+    got = score_in_batches(scorer, encoded, 8)
+    assert scorer.keep_mode == "slice"
+    assert max_abs_diff(got, [score_reference(m, e) for e in encoded]) < 1e-4
+
+
 @pytest.mark.parametrize("scorer_cls", [PlainScorer, PackedScorer, CachedScorer])
 def test_single_token_continuations_feed_only_the_context(scorer_cls):
     """A continuation's last token is never fed; with one-token continuations only the context is."""

