@@ -13,15 +13,15 @@ import logging
 
 import pytest
 import torch
+from fixtures import write_dataset
+from tiny import tiny_model, tiny_tokenizer
+from tiny_gguf import write_tiny_gguf
 from tokenizers import Tokenizer, processors
 from transformers import PreTrainedTokenizerFast
 
 from base_bench import evaluate
 from base_bench.backends.transformers import tokenizer_adds_bos
 from base_bench.commands.cli import main
-from fixtures import write_dataset
-from tiny import tiny_model, tiny_tokenizer
-from tiny_gguf import write_tiny_gguf
 
 NOTE = "note: this model's tokenizer is set to put a BOS token first"
 

@@ -21,22 +21,23 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 import torch
+from fixtures import write_dataset
+from hubserver import THREAD_PREFIX, FakeHub, files_of
 from huggingface_hub import constants, hf_api
 from peft import IA3Config, LoraConfig, PeftModel, PromptTuningConfig, get_peft_model
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig
+from tiny import CORPUS, save_tiny, tiny_tokenizer
+from tiny_gguf import write_tiny_gguf
+from transformers import AutoModelForCausalLM, LlamaConfig
 
 from base_bench import evaluate
 from base_bench.backends.adapters import adapter_fingerprint, base_model_note, same_base
 from base_bench.backends.identity import weights_fingerprint
-from base_bench.backends.transformers import TransformersBackend
+from base_bench.backends.transformers import TransformersBackend, load_model
 from base_bench.commands import cli
 from base_bench.engine.scoring import PackedScorer, encode_item, unwrap
 from base_bench.errors import ModelError, RunError, UsageError
 from base_bench.items.datasource import open_data
-from fixtures import write_dataset
-from hubserver import THREAD_PREFIX, FakeHub, files_of
-from tiny import CORPUS, save_tiny, tiny_tokenizer
 
 LIMIT = 16
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -156,7 +157,7 @@ def edited_copy(src, dst, **changes):
 # -- scores: adapter applied, equal to the merged model ------------------------------------------------
 
 def test_evaluate_scores_a_peft_model_with_its_adapter_applied(trained, base_dir, merged_dir, tok):
-    pm, lora = trained
+    pm = trained[0]
     flags = [m.training for m in pm.modules()]
     rep = evaluate(pm, tok, limit=LIMIT, progress=False)
     assert [m.training for m in pm.modules()] == flags  # left in training mode, as it was found
@@ -250,13 +251,22 @@ def test_default_out_dir_names_the_adapter():
 
 def test_in_memory_fingerprint_covers_lora_weights_and_configuration(base_dir, lora_dir, tmp_path, tok):
     pm = PeftModel.from_pretrained(load(base_dir), str(lora_dir), is_trainable=True)
-    before, weights_before = TransformersBackend(pm, tok).fingerprint(), weights_fingerprint(pm.get_base_model())
+    backend = TransformersBackend(pm, tok)
+    before, weights_before, adapter_before = backend.fingerprint(), weights_fingerprint(pm.get_base_model()), \
+        backend.adapter["fingerprint"]
     assert before == TransformersBackend(PeftModel.from_pretrained(load(base_dir), str(lora_dir)), tok).fingerprint()
     lora_params = [p for n, p in pm.named_parameters() if "lora_" in n]
     with torch.no_grad():
         lora_params[0][0, 0] += 1e-3  # one LoRA weight, nothing else
     assert weights_fingerprint(pm.get_base_model()) != weights_before
-    assert TransformersBackend(pm, tok).fingerprint() != before
+    backend = TransformersBackend(pm, tok)
+    assert backend.fingerprint() != before and backend.adapter["fingerprint"] != adapter_before
+    # a base weight changes the model's fingerprint, not the adapter's own
+    mid, adapter_mid = backend.fingerprint(), backend.adapter["fingerprint"]
+    with torch.no_grad():
+        pm.get_base_model().model.norm.weight[0] += 1e-3
+    backend = TransformersBackend(pm, tok)
+    assert backend.fingerprint() != mid and backend.adapter["fingerprint"] == adapter_mid
     # the same weights with another lora_alpha scale differently: another fingerprint, other scores
     alpha = edited_copy(lora_dir, tmp_path / "alpha", lora_alpha=64)
     a = PeftModel.from_pretrained(load(base_dir), str(lora_dir))
@@ -359,6 +369,21 @@ def test_another_base_model_is_warned_once_and_reported(base_dir, lora_dir, data
     assert "was trained on someone/other-model" in mem["config"]["adapter_note"]
 
 
+def test_an_adapter_trained_on_a_gguf_names_the_gguf_file(data_dir, tmp_path, capsys):
+    """A GGUF model loaded by base-bench goes by its file (not the GGUF cache entry it was read
+    from), so an adapter trained on it records the file and matches --model FILE.gguf."""
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf")
+    for _ in range(2):  # the conversion, then the cache entry
+        loaded = load_model(str(gguf), torch.device("cpu"), torch.float32)
+        assert loaded.model.name_or_path == str(gguf)
+    pm = get_peft_model(loaded.model, LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False))
+    pm.save_pretrained(tmp_path / "gguf-lora")
+    rep = cli_report(tmp_path / "run", gguf, data_dir, "--peft", tmp_path / "gguf-lora")
+    ad = rep["config"]["model"]["adapter"]
+    assert ad["base_model_name_or_path"] == str(gguf) and ad["base_model_matches"] is True
+    assert rep["config"]["adapter_note"] is None and "was trained on" not in capsys.readouterr().err
+
+
 # -- bad input: one line, exit 2, nothing written ------------------------------------------------------
 
 def tiny_other_shape_lora(out):
@@ -373,7 +398,7 @@ def tiny_other_shape_lora(out):
 def without_key(src, dst):
     shutil.copytree(src, dst)
     weights = load_file(dst / "adapter_model.safetensors")
-    weights.pop(sorted(weights)[0])
+    weights.pop(min(weights))
     save_file(weights, dst / "adapter_model.safetensors")
     return dst
 

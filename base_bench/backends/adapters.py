@@ -216,13 +216,10 @@ def describe_adapter(model) -> dict | None:
     if found is None:
         return None
     configs, active = found
-    from peft import get_peft_model_state_dict
-
-    tensors = {}
-    for name in active:
-        # save_embedding_layers=False: "auto" would ask the Hub for the base model's config.json
-        state = get_peft_model_state_dict(model, adapter_name=name, save_embedding_layers=False)
-        tensors.update({f"{name}:{k.removeprefix('base_model.model.')}": v for k, v in state.items()})
+    base = model.get_base_model() if is_peft_model(model) else model
+    # the adapter's own tensors: PEFT names them by the adapter ("...q_proj.lora_A.default.weight",
+    # "...k_proj.ia3_l.default"); read in place, without a state dict or a look-up on the Hub
+    tensors = {n: p for n, p in base.named_parameters() if set(n.split(".")) & set(active)}
     cfg = configs[active[0]] if active else next(iter(configs.values()))
     bases = {getattr(configs[n], "base_model_name_or_path", None) for n in active}
     return {"spec": "+".join(active), "kind": "in-memory", "path": None, "revision": None,
@@ -234,7 +231,7 @@ def describe_adapter(model) -> dict | None:
 # ---------------------------------------------------------------- which base model
 
 
-QUANT_SUFFIX = re.compile(r"[.\-_](i?q\d\w*|f16|f32|bf16|fp16|fp32)$", re.I)  # SmolLM2-135M.Q4_1, gemma-f16
+QUANT_SUFFIX = re.compile(r"[.\-_](i?q\d\w*|f16|f32|bf16|fp16|fp32)$", re.IGNORECASE)  # SmolLM2-135M.Q4_1, gemma-f16
 
 
 @dataclass(frozen=True)

@@ -210,6 +210,8 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
         msg = text.splitlines()[0] if text else type(exc).__name__
         raise ModelError(f"could not load model {located.spec}: {msg[:300]}") from None
     info = {**located.info, "cache": cache}
+    if located.kind == "gguf":  # not the cache entry or the GGUF's folder: what an adapter trained on it records
+        model.name_or_path = located.info["path"]
     if placement:
         info["device_map"] = {k or "(whole model)": str(v) for k, v in getattr(model, "hf_device_map", {}).items()}
         model.eval()
