@@ -46,6 +46,7 @@ import torch
 
 from .version import __version__
 from .backends import Backend, as_backend
+from .backends.adapters import base_model_note, same_base
 from .backends.identity import tokenizer_fingerprint
 from .engine.batching import attempt, auto_batch_size
 from .engine.distributed import Ranks, error_class, make_batches, share
@@ -76,6 +77,7 @@ class Setup:
     encoded: list[Encoded]
     pad_id: int
     bos_note: str | None
+    adapter_note: str | None
 
 
 def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_size: int | str = 8,
@@ -84,7 +86,8 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
     """Score `model` on the benchmark and return the report (the dict report.json holds).
 
     model       a transformers causal LM, already loaded, on any device and in any dtype (it may be
-                wrapped in DDP or FSDP, or be a peft PeftModel); or a `llama_cpp.Llama` (scored by
+                wrapped in DDP or FSDP, or be a peft PeftModel: scored with its adapter applied, as
+                PEFT runs it, and named in config.model.adapter); or a `llama_cpp.Llama` (scored by
                 llama.cpp itself); or any `base_bench.backends.Backend`. It is used as it is and
                 left as it was found.
     tokenizer   its tokenizer.
@@ -134,8 +137,9 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
             held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
             done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
 
-    if setup.bos_note and ranks.is_main:
-        log.warning(setup.bos_note)
+    for note in (setup.bos_note, setup.adapter_note):
+        if note and ranks.is_main:
+            log.warning(note)
     items, encoded = setup.items, setup.encoded
     by_id = {it.id: it for it in items}
     enc_by_id = {e.id: e for e in encoded}
@@ -194,6 +198,7 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         "signature_sha256": signature_hash(signature),
         "versions": backend.versions(),
         "bos_note": setup.bos_note,
+        "adapter_note": setup.adapter_note,
     }
     timing = {"model_load_s": setup.load_s, "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
               "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None,
@@ -224,7 +229,7 @@ def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info) -> Se
     encoded = [encode_item(tokenizer, it, add_bos=add_bos, window=window) for it in items]
     pad_id = _check_vocabulary(encoded, tokenizer, backend.vocab_size)
     return Setup(source, items, reasons, backend, info, identity, load_s, window, encoded, pad_id,
-                 bos_note(backend, add_bos))
+                 bos_note(backend, add_bos), _adapter_note(info))
 
 
 def _shared_identity(identity: dict, backend: Backend, ranks: Ranks) -> dict:
@@ -321,7 +326,25 @@ def _model_record(backend: Backend, tokenizer, given: dict | None) -> tuple[dict
                 "cache": {"status": "not-loaded", "path": None}, **info}  # base-bench loaded nothing
         identity = {"kind": "in-memory", "fingerprint": fp}
     info.update(backend.describe())
+    if backend.adapter is not None or "adapter" in info:  # what the caller knows (where it came from) wins
+        info["adapter"] = {**(backend.adapter or {}), **(info.get("adapter") or {})}
+        base, name = info["adapter"].get("base_model_name_or_path"), _model_name(info, backend)
+        info["adapter"]["base_model_matches"] = same_base(base, name) if base and name else None
     return info, identity, load_s
+
+
+def _model_name(info: dict, backend: Backend) -> str | None:
+    """The name the base model goes by: the spec given (the CLI's --model), else what the weights
+    say they were loaded from (None when they do not say)."""
+    spec = info.get("spec")
+    return backend.model_name if spec == backend.spec() else spec
+
+
+def _adapter_note(info: dict) -> str | None:
+    a = info.get("adapter")
+    if not a or a.get("base_model_matches") is not False:
+        return None
+    return base_model_note(a["base_model_name_or_path"], info.get("spec"), f"the adapter {a.get('spec')}")
 
 
 STEPS_PER_EXCHANGE = 4  # batches each rank scores between two exchanges of results

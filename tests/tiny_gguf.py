@@ -2,6 +2,7 @@
 
     path = write_tiny_gguf(tmp_path / "tiny.gguf")            # random Q8_0/F32 weights, seeded
     path = write_tiny_gguf(tmp_path / "other.gguf", seed=1)   # same size, other weights
+    path = write_tiny_gguf(tmp_path / "bos.gguf", add_bos=True)  # tokenizer.ggml.add_bos_token set
 
 The vocabulary and merges are those of tiny.tiny_tokenizer() (byte-level BPE, "gpt2" in GGUF
 terms), so transformers builds the tokenizer from the file's metadata as it does for a real one.
@@ -29,7 +30,7 @@ def _tokenizer_metadata():
     return tokens, merges, types
 
 
-def write_tiny_gguf(path, seed: int = 0, quantized: bool = True) -> Path:
+def write_tiny_gguf(path, seed: int = 0, quantized: bool = True, add_bos: bool = False) -> Path:
     """Write a 2-layer llama GGUF (embedding and projections Q8_0 when `quantized`, norms F32)."""
     path = Path(path)
     tokens, merges, types = _tokenizer_metadata()
@@ -53,7 +54,7 @@ def write_tiny_gguf(path, seed: int = 0, quantized: bool = True) -> Path:
     w.add_token_merges(merges)
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
-    w.add_add_bos_token(False)
+    w.add_add_bos_token(add_bos)
 
     def tensor(name, shape, scale=0.5):
         # numpy shape (out, in); the writer stores it reversed, as GGUF does.

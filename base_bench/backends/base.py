@@ -26,6 +26,9 @@ class Backend:
                  so `evaluate` then prints a note.
     sharded      the weights are split across ranks (FSDP), so the fingerprint covers all ranks.
     threads      CPU threads the backend computes with, for the report.
+    model_name   the Hub id or path the weights say they were loaded from (None if unknown); an
+                 adapter's base model is checked against it.
+    adapter      what the report records about a PEFT adapter applied to the model (None if none).
     """
 
     name = "?"
@@ -36,6 +39,8 @@ class Backend:
     expects_bos = False
     sharded = False
     threads: int | None = None
+    model_name: str | None = None
+    adapter: dict | None = None
 
     def describe(self) -> dict:
         """Report fields about the model: model_type, n_parameters, bytes_in_memory, and the like."""

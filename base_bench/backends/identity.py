@@ -3,6 +3,7 @@
     from base_bench.backends.identity import fingerprint, weights_fingerprint, package_version
     fingerprint(Path("model.gguf"))       # content fingerprint of a file or a directory
     weights_fingerprint(model)            # of a model in memory, without copying it
+    tensors_fingerprint(state_dict)       # the same, of named tensors (an adapter's weights)
     package_version("transformers")       # '5.17.0', or None when not installed
 
 No backend-specific code lives here, so every backend (and the GGUF cache) can use it.
@@ -77,11 +78,16 @@ def weights_fingerprint(model) -> str:
     summarized on their device, with no full-size temporary: the float64 sum and L2 norm, and 256
     evenly spaced elements. A training step moves every sum, so two steps never share a fingerprint.
     """
+    named = dict(model.named_parameters())
+    named.update(model.named_buffers())
+    return tensors_fingerprint(named)
+
+
+def tensors_fingerprint(named: dict) -> str:
+    """`weights_fingerprint` of a {name: tensor} dict (a state dict, an adapter's weights)."""
     import torch
 
     h = hashlib.sha256()
-    named = dict(model.named_parameters())
-    named.update(model.named_buffers())
     for name in sorted(named):
         t = named[name].detach()
         if hasattr(t, "to_local"):  # a DTensor (FSDP2): this rank's shard

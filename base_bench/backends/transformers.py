@@ -16,6 +16,7 @@ recorded. `fingerprint` names a local file or directory by its content (for --re
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 from contextlib import contextmanager
@@ -209,6 +210,8 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
         msg = text.splitlines()[0] if text else type(exc).__name__
         raise ModelError(f"could not load model {located.spec}: {msg[:300]}") from None
     info = {**located.info, "cache": cache}
+    if located.kind == "gguf":  # not the cache entry or the GGUF's folder: what an adapter trained on it records
+        model.name_or_path = located.info["path"]
     if placement:
         info["device_map"] = {k or "(whole model)": str(v) for k, v in getattr(model, "hf_device_map", {}).items()}
         model.eval()
@@ -269,20 +272,30 @@ def model_size(model) -> dict:
 
 
 class TransformersBackend(Backend):
-    """A transformers causal LM already in memory (maybe wrapped in DDP or FSDP), as a Backend.
+    """A transformers causal LM already in memory (maybe wrapped in DDP or FSDP, maybe a peft
+    PeftModel), as a Backend.
 
     Checks, on construction, that the unwrapped model is a decoder-only LM with its head. Forward
-    passes go through the wrapper (which gathers FSDP shards); checks and fingerprints read the
-    inner model. Nothing is copied, moved or cast."""
+    passes go through the wrapper (which gathers FSDP shards, or applies the adapter); checks and
+    fingerprints read the inner model, which holds an adapter's injected layers and weights.
+    Nothing is copied, moved, cast or merged."""
 
     name = "transformers"
 
     def __init__(self, model, tokenizer):
         from ..engine.scoring import input_device, model_window, unwrap
+        from .adapters import check_adapter, describe_adapter
 
         self.model = model
         self.inner = unwrap(model)
         check_causal_lm(self.inner)
+        peft_holder = next((m for m in (model, getattr(model, "module", None), self.inner)
+                            if m is not None and getattr(m, "peft_config", None)), None)
+        if peft_holder is not None:
+            check_adapter(peft_holder)
+        self._peft = peft_holder
+        self.adapter = describe_adapter(peft_holder) if peft_holder is not None else None
+        self.model_name = getattr(self.inner, "name_or_path", None) or None
         self.device = input_device(self.inner)
         self.dtype = dtype_name(model_dtype(self.inner))
         self.window = model_window(self.inner, tokenizer)
@@ -297,13 +310,22 @@ class TransformersBackend(Backend):
         return {"model_type": getattr(self.inner.config, "model_type", None), **model_size(self.inner)}
 
     def fingerprint(self) -> str:
-        return weights_fingerprint(self.inner)
+        """weights_fingerprint of the inner model (an adapter's weights included); with an adapter,
+        its configuration too (alpha and the like scale the weights without being weights)."""
+        from .adapters import config_digest
+
+        fp = weights_fingerprint(self.inner)
+        digest = config_digest(self._peft) if self._peft is not None else None
+        return hashlib.sha256(f"{fp}-{digest}".encode()).hexdigest()[:16] if digest else fp
 
     def spec(self) -> str:
         return getattr(self.inner, "name_or_path", None) or type(self.inner).__name__
 
     def versions(self) -> dict:
-        return {"torch": torch.__version__, "transformers": package_version("transformers")}
+        out = {"torch": torch.__version__, "transformers": package_version("transformers")}
+        if self.adapter is not None:
+            out["peft"] = package_version("peft")
+        return out
 
     @contextmanager
     def held(self):

@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="put the tokenizer's BOS token before every context (diagnostic; non-official)")
     p.add_argument("--revision", metavar="REV",
                    help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded")
+    p.add_argument("--peft", metavar="ADAPTER",
+                   help="apply a PEFT adapter (LoRA and the like) to the model before scoring: a local directory "
+                        "holding adapter_config.json, or a Hub id. Transformers backend only; nothing is merged")
+    p.add_argument("--peft-revision", metavar="REV",
+                   help="with --peft and a Hub id: the adapter's branch, tag or commit (default: main)")
     p.add_argument("--trust-remote-code", action="store_true",
                    help="allow model repositories to run their own Python code (off by default)")
     p.add_argument("--device-map", choices=DEVICE_MAPS, metavar="MAP",
@@ -97,16 +102,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def default_out_dir(model: str) -> Path:
-    name = Path(model.rstrip("/")).name
-    if name.lower().endswith(".gguf"):
-        name = name[:-5]
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-").lower() or "model"
+def default_out_dir(model: str, peft: str | None = None) -> Path:
+    """runs/<model name>[-<adapter name>]-base-bench-1.1: an adapter's run does not land on its base model's."""
+    def short(spec: str) -> str:
+        name = Path(spec.rstrip("/")).name
+        if name.lower().endswith(".gguf"):
+            name = name[:-5]
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-").lower() or "model"
+
+    name = short(model) + (f"-{short(peft)}" if peft else "")
     return Path("runs") / f"{name}-base-bench-{card.VERSION}"
 
 
 def resolve_out_dir(args) -> Path:
-    return Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model)
+    return Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model, getattr(args, "peft", None))
 
 
 def run(args) -> int:
@@ -115,11 +124,13 @@ def run(args) -> int:
     from ..items.datasource import HUB, open_data
     from ..engine.distributed import init_from_env, world_from_env
     from ..evaluation import evaluate, run_signature
+    from ..backends.adapters import apply_adapter, locate_adapter
     from ..backends.transformers import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
     from ..results.report import summary_lines
     from ..engine.runstore import RunStore
 
     out_dir = resolve_out_dir(args)
+    _check_peft(args)
     placement = _placement(args, world_from_env())
     device = _rank_device(resolve_device(args.device), args.device, world_from_env())
     ranks, owned = init_from_env(device.type, args.dist_timeout)
@@ -131,15 +142,19 @@ def run(args) -> int:
                 torch.set_num_threads(args.threads)
             located = locate_model(args.model, revision=args.revision, token=source.token,
                                    trust_remote_code=args.trust_remote_code)
+            adapter = locate_adapter(args.peft, args.peft_revision, source.token) if args.peft else None
+            identity = located.identity() if adapter is None else {**located.identity(), "adapter": adapter.identity()}
             if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
-                RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos, dtype_name(dtype),
+                RunStore(out_dir).check(run_signature(identity, source.dataset.sha256, args.add_bos, dtype_name(dtype),
                                                       device), args.resume)
         t0 = time.perf_counter()
         with ranks.together():
             loaded = load_located(located, device, dtype, use_cache=not args.no_cache, placement=placement)
+            model = apply_adapter(loaded.model, adapter, args.model) if adapter else loaded.model
         info = {**loaded.info, "revision_requested": args.revision, "trust_remote_code": bool(args.trust_remote_code),
-                "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
-        report = evaluate(loaded.model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,
+                "identity": identity, "load_s": round(time.perf_counter() - t0, 3),
+                **({"adapter": adapter.info} if adapter else {})}
+        report = evaluate(model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,
                           add_bos=args.add_bos, out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
         if ranks.is_main:
             print("\n".join(summary_lines(report)))
@@ -150,6 +165,18 @@ def run(args) -> int:
             from ..engine.distributed import leave
 
             leave(failed=sys.exc_info()[0] is not None)
+
+
+def _check_peft(args) -> None:
+    """--peft adapts a transformers model; --peft-revision needs --peft."""
+    from ..errors import UsageError
+
+    if args.peft_revision and not args.peft:
+        raise UsageError("--peft-revision only works with --peft")
+    backend = getattr(args, "backend", "transformers")
+    if args.peft and backend != "transformers":
+        raise UsageError(f"--peft applies a PEFT adapter to a transformers model, and --backend {backend} does not "
+                         "run one; use --backend transformers (or merge the adapter and convert the result)")
 
 
 def _placement(args, world: int):

@@ -102,11 +102,18 @@ def model_window(model, tokenizer=None) -> int | None:
 
 
 def unwrap(model):
-    """The transformers model inside a DistributedDataParallel or FSDP1 wrapper. Forward passes still
-    go through the wrapper, which gathers the shards; checks and signatures read the inner model."""
-    while type(model).__name__ in ("DistributedDataParallel", "FullyShardedDataParallel") and hasattr(model, "module"):
-        model = model.module
-    return model
+    """The transformers model inside a DistributedDataParallel or FSDP1 wrapper, or inside a peft
+    PeftModel (the base model, with the adapter's layers injected into it). Forward passes still go
+    through the wrapper, which gathers the shards or applies the adapter and passes position_ids, a
+    4D mask and logits_to_keep on to the base model; checks and signatures read the inner model."""
+    while True:
+        name = type(model).__name__
+        if name in ("DistributedDataParallel", "FullyShardedDataParallel") and hasattr(model, "module"):
+            model = model.module
+        elif name.startswith("PeftModel") and hasattr(model, "get_base_model"):
+            model = model.get_base_model()
+        else:
+            return model
 
 
 def input_device(model) -> torch.device:

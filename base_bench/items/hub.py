@@ -1,7 +1,7 @@
 """Everything that talks to the Hugging Face Hub: tokens, the gated data file, model snapshots.
 
     path, token = fetch_official_data()            # data/test.jsonl of the gated dataset
-    local_dir, commit = download_model("org/name", revision=None, token=token)
+    local_dir, commit = download_model("org/name", revision=None, token=token)   # also a PEFT adapter
 
 Tokens are tried in the card's order: the HF_TOKEN variable, then the token saved by
 `hf auth login` (read through huggingface_hub), then, only when stdin is a terminal, a prompt that
@@ -144,25 +144,30 @@ def fetch_official_data(
 WEIGHT_IGNORE = ["*.msgpack", "*.h5", "*.ot", "*.onnx", "*.gguf", "*.pth", "original/*", "*.tflite", "*.mlmodel"]
 
 
-def download_model(repo_id: str, revision: str | None = None, token: str | None = None) -> tuple[str, str]:
-    """Fetch a model repo snapshot (safetensors preferred); return (local dir, commit sha)."""
+def download_model(repo_id: str, revision: str | None = None, token: str | None = None,
+                   what: str = "model", only: list[str] | None = None) -> tuple[str, str]:
+    """Fetch a model repo snapshot (safetensors preferred); return (local dir, commit sha).
+    `what` names the repo in errors: "model", or "adapter" for a PEFT adapter (--peft); `only`,
+    if given, is the file patterns to fetch (an adapter's two files, not a training run's leftovers)."""
+    instead = "a local directory or .gguf file" if what == "model" else f"a local {what} directory"
     try:
         files = huggingface_hub.list_repo_files(repo_id, revision=revision, token=token)
         ignore = list(WEIGHT_IGNORE)
         if any(f.endswith(".safetensors") for f in files):
             ignore.append("*.bin")
-        local = huggingface_hub.snapshot_download(repo_id, revision=revision, token=token, ignore_patterns=ignore)
+        local = huggingface_hub.snapshot_download(repo_id, revision=revision, token=token, ignore_patterns=ignore,
+                                                  allow_patterns=only)
     except Exception as exc:  # noqa: BLE001
         if _cut_short(exc):
-            raise HubError(_cut_message(f"model {repo_id}", exc)) from None
+            raise HubError(_cut_message(f"{what} {repo_id}", exc)) from None
         if _unreachable(exc):
-            raise HubError(f"cannot reach the Hugging Face Hub to download model {repo_id}; pass a local directory or .gguf file instead") from None
+            raise HubError(f"cannot reach the Hugging Face Hub to download {what} {repo_id}; pass {instead} instead") from None
         if isinstance(exc, hf_errors.RevisionNotFoundError):
-            raise HubError(f"model {repo_id} has no revision {revision!r}") from None
+            raise HubError(f"{what} {repo_id} has no revision {revision!r}") from None
         if isinstance(exc, hf_errors.GatedRepoError):
-            raise HubError(f"access to the gated model {repo_id} was refused ({_status(exc)}); accept its terms at "
+            raise HubError(f"access to the gated {what} {repo_id} was refused ({_status(exc)}); accept its terms at "
                            f"https://huggingface.co/{repo_id}, then set HF_TOKEN or run `hf auth login`") from None
         if _refused(exc):
-            raise HubError(f"model {repo_id} was not found on the Hub, or access to it was refused (is it gated? set HF_TOKEN)") from None
-        raise HubError(f"downloading model {repo_id} failed ({type(exc).__name__})") from None
+            raise HubError(f"{what} {repo_id} was not found on the Hub, or access to it was refused (is it gated? set HF_TOKEN)") from None
+        raise HubError(f"downloading {what} {repo_id} failed ({type(exc).__name__})") from None
     return local, Path(local).name

@@ -188,6 +188,24 @@ def _surprising_misses(items: list[dict], top: int = 10) -> list[str]:
     return out
 
 
+def _adapter_lines(adapter: dict | None) -> list[str]:
+    """'Adapter: `org/lora` (LORA, revision abc, fingerprint 1234), trained on `org/base`.'"""
+    if not adapter:
+        return []
+    where = ", ".join(x for x in (adapter.get("peft_type"),
+                                  f"revision {adapter['revision']}" if adapter.get("revision") else None,
+                                  f"fingerprint {adapter['fingerprint']}" if adapter.get("fingerprint") else None) if x)
+    base = adapter.get("base_model_name_or_path")
+    return [f"Adapter: `{adapter.get('spec')}`" + (f" ({where})" if where else "")
+            + (f", trained on `{base}`" if base else "") + "."]
+
+
+def _note_lines(cfg: dict) -> list[str]:
+    """The run's notes (BOS, adapter base model), as evaluate() printed them."""
+    notes = [cfg.get("bos_note"), cfg.get("adapter_note")]
+    return [line for n in notes if n for line in ("", f"> {n[0].upper()}{n[1:]}")]
+
+
 def render_markdown(report: dict) -> str:
     cfg, data, res = report["config"], report["data"], report["results"]
     o = res["overall"]
@@ -202,7 +220,9 @@ def render_markdown(report: dict) -> str:
         f"Model: `{cfg['model']['spec']}` (revision {cfg['model'].get('revision') or 'n/a'}), device {cfg['device']}, "
         f"dtype {cfg['dtype']}, add_bos {cfg['add_bos']}, batch size {cfg['batch_size']}, scorer {cfg['scorer']}, "
         f"base-bench {cfg['runner_version']}.",
+        *_adapter_lines(cfg["model"].get("adapter")),
         *([f"Training step {report['training_step']}."] if "training_step" in report else []),
+        *_note_lines(cfg),
         "",
         f"## Overall Elo {_elo_text(o, '.1f')}",
         "",
