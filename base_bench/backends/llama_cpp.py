@@ -62,7 +62,7 @@ from .identity import fingerprint, package_version
 
 log = logging.getLogger("base_bench")
 
-UBATCH = 48  # tokens per llama_decode: below the 64-row tile of ggml's CPU flash attention
+UBATCH = 48  # tokens per llama_decode (plus a pad): below the 64-row tile of ggml's CPU flash attention
 EXACT_TOL = 1e-5  # the start-up check: shared path against the plain path, nats per choice
 GPU_ALL_LAYERS = 999  # n_gpu_layers meaning "every layer"
 INSTALL_HINT = ("pip install -e '.[llama]' builds it from source (4 to 5 minutes on 2 cores); see "
@@ -198,6 +198,19 @@ class LlamaCppBackend(Backend):
         layers = getattr(getattr(llama, "model_params", None), "n_gpu_layers", 0)
         return cls.load(path, device="cpu" if not layers else "auto", threads=getattr(llama, "n_threads", None))
 
+    def tokenize(self, text: str) -> list[int]:
+        """llama.cpp's own tokenization of `text`, with no special tokens added or parsed (as
+        `encode_item` asks the HF tokenizer); for checking that both give the same ids."""
+        L = lib()
+        raw = text.encode("utf-8")
+        n = len(raw) + 8
+        while True:
+            buf = (L.llama_token * n)()
+            got = L.llama_tokenize(self.vocab, raw, len(raw), buf, n, False, False)
+            if got >= 0:
+                return list(buf[:got])
+            n = -got
+
     def close(self) -> None:
         if getattr(self, "_model", None):
             lib().llama_model_free(self._model)
@@ -318,8 +331,8 @@ class _Context:
         self.L, self.backend, self.n_seq, self.pad_seq = L, backend, n_seq, n_seq - 1
         self.n_vocab = backend.vocab_size
         cp = L.llama_context_default_params()
-        cp.n_ctx = max(cells, UBATCH)
-        cp.n_batch = cp.n_ubatch = UBATCH
+        cp.n_ctx = max(cells, UBATCH + 1)  # llama.cpp caps n_batch at n_ctx
+        cp.n_batch = cp.n_ubatch = UBATCH + 1  # a chunk of UBATCH tokens, and maybe the pad
         cp.n_seq_max = n_seq
         cp.kv_unified = True
         cp.n_threads = cp.n_threads_batch = backend.threads
@@ -331,9 +344,16 @@ class _Context:
             why = _state["errors"][-1] if _state["errors"] else "no reason given"
             raise ModelError(f"llama.cpp could not make a context of {cp.n_ctx} cells for {backend.path}: {why}")
         self.cells = int(L.llama_n_ctx(self.ctx))
+        if L.llama_n_batch(self.ctx) < UBATCH + 1 or L.llama_n_seq_max(self.ctx) < n_seq:  # llama.cpp would abort
+            got = (L.llama_n_batch(self.ctx), L.llama_n_seq_max(self.ctx))
+            L.llama_free(self.ctx)
+            self.ctx = None
+            raise ModelError(f"llama.cpp made a context with n_batch {got[0]} and n_seq_max {got[1]}; base-bench "
+                             f"needs {UBATCH + 1} and {n_seq}")
         self.mem = L.llama_get_memory(self.ctx)
         self.batch = L.llama_batch_init(UBATCH + 1, 0, n_seq)
-        self.tokens_fed = 0
+        self.tokens_fed = 0  # tokens fed, pads included (what llama.cpp computed)
+        self.counts = {"tokens": 0, "logit_rows": 0, "pads": 0, "decodes": 0}  # real tokens and rows only
 
     def close(self) -> None:
         if getattr(self, "ctx", None):
@@ -389,6 +409,10 @@ class _Context:
             if padded:  # the pad asks for logits too when exactly one row does
                 t, p, s, w = t + [t[0]], p + [0], s + [(self.pad_seq,)], w + [n_want == 1]
             logits = self._decode(t, p, s, w)
+            self.counts["tokens"] += z - a
+            self.counts["logit_rows"] += n_want
+            self.counts["pads"] += int(padded)
+            self.counts["decodes"] += 1
             if n_want:
                 out += log_probs(logits[:n_want], [x for x in tg if x])
             if padded:
@@ -409,15 +433,16 @@ class _ItemScorer:
         self._ctx.close()
 
     @property
-    def tokens_fed(self) -> int:
-        return self._ctx.tokens_fed
+    def counts(self) -> dict:
+        """Real tokens fed, logit rows asked for, pads added, llama_decode calls (for tests and bench/)."""
+        return self._ctx.counts
 
     def _ensure(self, cells: int, n_seq: int) -> None:
         if cells + 1 > self._ctx.cells or n_seq > self._ctx.n_seq:
-            fed = self._ctx.tokens_fed
+            counts = self._ctx.counts
             self._ctx.close()
             self._ctx = _Context(self.backend, max(cells + 1, self._ctx.cells), max(n_seq, self._ctx.n_seq))
-            self._ctx.tokens_fed = fed
+            self._ctx.counts = counts
 
     def __call__(self, batch) -> list[list[ChoiceScore]]:
         out = [self._score(e) for e in batch]
