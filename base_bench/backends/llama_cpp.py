@@ -198,6 +198,9 @@ class LlamaCppBackend(Backend):
         layers = getattr(getattr(llama, "model_params", None), "n_gpu_layers", 0)
         return cls.load(path, device="cpu" if not layers else "auto", threads=getattr(llama, "n_threads", None))
 
+    def bos_id(self) -> int:
+        return int(lib().llama_vocab_bos(self.vocab))
+
     def tokenize(self, text: str) -> list[int]:
         """llama.cpp's own tokenization of `text`, with no special tokens added or parsed (as
         `encode_item` asks the HF tokenizer); for checking that both give the same ids."""
