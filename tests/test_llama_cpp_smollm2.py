@@ -82,3 +82,27 @@ def test_cli_run_reports_llama_cpp(tmp_path):
     cfg = json.loads((out / "report.json").read_text())["config"]
     assert (cfg["backend"], cfg["dtype"], cfg["model"]["model_type"]) == ("llama.cpp", "Q4_1", "llama")
     assert cfg["bos_note"] is None  # SmolLM2's GGUF says tokenizer.ggml.add_bos_token = false
+
+
+def test_readme_llama_cpp_example_runs(tmp_path, monkeypatch, capsys):
+    """The README's "Two backends" section: its Python block as written, and its base-bench line with
+    the SmolLM2 file for the model and a limit."""
+    import re
+    import shlex
+
+    from base_bench.commands.cli import main
+
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## Two backends: transformers or llama.cpp\n")
+    section = text[start:text.find("\n## ", start + 1)]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert len(code) == 1
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code[0], "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert re.search(r"^llama\.cpp Q4_1 \d+\.\d+\.\d+$", out, flags=re.M), out
+    line = next(l for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S) for l in b.splitlines()
+                if l.startswith("base-bench "))
+    args = [GGUF if a.endswith(".gguf") else str(ROOT) if a == "." else a for a in shlex.split(line)[1:]]
+    assert main(args + ["--limit", "4", "--out-dir", str(tmp_path / "run")]) == 0
+    assert json.loads((tmp_path / "run" / "report.json").read_text())["config"]["backend"] == "llama.cpp"
