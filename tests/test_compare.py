@@ -251,3 +251,38 @@ def test_help_names_the_subcommands_and_each_has_its_own(capsys):
         assert exit_.value.code == 0
         out = capsys.readouterr().out
         assert out.startswith(f"usage: base-bench {sub}") and all(w in out for w in words)
+
+
+def _scored(pid, pred, logprobs):
+    return {"id": pid, "prediction": pred, "choices": [{"logprob": x, "n_tokens": 1} for x in logprobs]}
+
+
+@pytest.mark.parametrize("pairs, median, top, where, differ", [
+    # one item, choices apart by 0, 0.5, 1, 2: median 0.75, max 2 (hand-computed)
+    ([(_scored("x", 0, [-1, -2, -3, -4]), _scored("x", 0, [-1, -2.5, -2, -6]))], 0.75, 2.0, "x", []),
+    # two items; the second's pick moved; its choice 1 is the farthest (1.5)
+    ([(_scored("x", 0, [-1, -2]), _scored("x", 0, [-1.25, -2])),
+      (_scored("y", 0, [-1, -2]), _scored("y", 1, [-1.5, -0.5]))], 0.375, 1.5, "y", ["y"]),
+])
+def test_score_agreement_per_choice(pairs, median, top, where, differ):
+    from base_bench.commands.compare import score_agreement
+
+    got = score_agreement(pairs)
+    assert got["median_abs_logprob_diff"] == pytest.approx(median)
+    assert got["max_abs_logprob_diff"] == pytest.approx(top) and got["max_item"] == where
+    assert got["items_predicted_differently"] == differ and got["predictions_differ"] == len(differ)
+
+
+def test_compare_shows_score_agreement_and_backend(tmp_path, capsys):
+    a = make_report(A_RIGHT, tag="a")
+    b = make_report(A_RIGHT, tag="b")
+    b["config"]["backend"] = "llama.cpp"
+    b["config"]["dtype"] = "Q4_1"
+    for it in b["items"]:
+        it["choices"][0]["logprob"] -= 0.25
+    ra, rb = write_run(tmp_path, "a", a), write_run(tmp_path, "b", b)
+    assert run_cli(ra, rb, "--markdown", tmp_path / "c.md") == 0
+    out = capsys.readouterr().out
+    assert "backend differs: A transformers, B llama.cpp" in out
+    assert "per-choice |log-prob B − A| median 0, max 0.25 nats" in out and "differs on 0 of 350 items" in out
+    assert "per-choice |log-prob B − A| median 0, max 0.25 nats" in (tmp_path / "c.md").read_text()

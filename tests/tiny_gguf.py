@@ -30,8 +30,10 @@ def _tokenizer_metadata():
     return tokens, merges, types
 
 
-def write_tiny_gguf(path, seed: int = 0, quantized: bool = True, add_bos: bool = False) -> Path:
-    """Write a 2-layer llama GGUF (embedding and projections Q8_0 when `quantized`, norms F32)."""
+def write_tiny_gguf(path, seed: int = 0, quantized: bool = True, add_bos: bool = False,
+                    file_type: int | None = None) -> Path:
+    """Write a 2-layer llama GGUF (embedding and projections Q8_0 when `quantized`, norms F32), with
+    tokenizer.ggml.add_bos_token = `add_bos`, and general.file_type = `file_type` when given."""
     path = Path(path)
     tokens, merges, types = _tokenizer_metadata()
     rng = np.random.default_rng(seed)
@@ -55,6 +57,8 @@ def write_tiny_gguf(path, seed: int = 0, quantized: bool = True, add_bos: bool =
     w.add_bos_token_id(0)
     w.add_eos_token_id(1)
     w.add_add_bos_token(add_bos)
+    if file_type is not None:
+        w.add_file_type(file_type)
 
     def tensor(name, shape, scale=0.5):
         # numpy shape (out, in); the writer stores it reversed, as GGUF does.

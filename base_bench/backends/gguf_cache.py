@@ -4,6 +4,8 @@
     # convert() -> (tokenizer, model) from the GGUF file (slow: parse metadata, dequantise)
     # load_entry(dir) -> (tokenizer, model) from a cache entry (fast: from_pretrained on safetensors)
     # record: what report.json says about the cache, e.g. {"status": "hit", "path": ..., "bytes": ...}
+    tokenizer, record = load_tokenizer(gguf_path, fingerprint, convert, load_entry)  # the tokenizer alone
+    # (the llama.cpp backend runs the GGUF itself and needs only the ids; its entry has no weights)
 
 Converting a GGUF file (reading its metadata, building the tokenizer, dequantising every tensor)
 takes tens of seconds even for a 93 MB file. The result, in the run's dtype, is saved once as an
@@ -241,19 +243,27 @@ def _manifest(tmp: Path, key: dict, source: Path) -> dict:
 
 def write_entry(root: Path, key: dict, source: Path, tokenizer, model) -> dict:
     """Save tokenizer and model as the entry for `key`; return the cache record for the report."""
+
+    def save(tmp: Path) -> None:
+        tokenizer.save_pretrained(tmp)
+        with _as_plain_export(model):
+            model.save_pretrained(tmp)
+
+    return _publish(root, key, source, _tensor_bytes(model) + TOKENIZER_MARGIN, save, "the converted GGUF model")
+
+
+def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Path], None], what: str) -> dict:
+    """Fill a .tmp folder with `save(tmp)`, add the manifest, and rename it to the entry for `key`."""
     final = entry_dir(root, key)
-    need = _tensor_bytes(model) + TOKENIZER_MARGIN
     free = shutil.disk_usage(root).free
     if free < need + KEEP_FREE:
-        note(f"not caching the converted GGUF model: the entry needs {_gb(need)} (plus {_gb(KEEP_FREE)} kept "
+        note(f"not caching {what}: the entry needs {_gb(need)} (plus {_gb(KEEP_FREE)} kept "
              f"free), {_gb(free)} free in {root}")
         return {"status": "skipped-no-space", "path": None, "bytes_needed": need, "bytes_free": free}
     tmp = final.parent / f".tmp-{final.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         tmp.mkdir()
-        tokenizer.save_pretrained(tmp)
-        with _as_plain_export(model):
-            model.save_pretrained(tmp)
+        save(tmp)
         manifest = _manifest(tmp, key, source)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         _fsync(tmp / MANIFEST)
@@ -270,10 +280,10 @@ def write_entry(root: Path, key: dict, source: Path, tokenizer, model) -> dict:
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written must not stop the run
         shutil.rmtree(tmp, ignore_errors=True)
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        note(f"not caching the converted GGUF model: {text}")
+        note(f"not caching {what}: {text}")
         return {"status": "skipped-error", "path": None, "error": text}
     size = dir_bytes(final)
-    note(f"cached the converted GGUF model ({_gb(size)}) in {final}; later loads read it from there")
+    note(f"cached {what} ({_gb(size)}) in {final}; later loads read it from there")
     return {"status": "written", "path": str(final), "bytes": size}
 
 
@@ -311,3 +321,46 @@ def load(gguf_path: Path, fingerprint: str, dtype: torch.dtype, convert: Callabl
         return tokenizer, model, {"status": "skipped-error", "path": None, "error": str(exc)}
     clean_leftovers(final.parent)
     return tokenizer, model, write_entry(root, key, gguf_path, tokenizer, model)
+
+
+def tokenizer_key(fingerprint: str) -> dict:
+    """The key of a tokenizer-only entry (for backends that run the GGUF itself, such as llama.cpp)."""
+    return {
+        "format": FORMAT_VERSION,
+        "gguf_fingerprint": fingerprint,
+        "part": "tokenizer",
+        "transformers": package_version("transformers"),
+        "tokenizers": package_version("tokenizers"),
+        "gguf": package_version("gguf"),
+    }
+
+
+def load_tokenizer(gguf_path: Path, fingerprint: str, convert: Callable[[], object],
+                   load_entry: Callable[[Path], object], use_cache: bool = True, root: Path | None = None):
+    """(tokenizer, record): the tokenizer transformers converts from the GGUF file, alone, from its
+    cache entry when there is a complete one, else from `convert()` and then cached. The llama.cpp
+    backend needs no converted weights, only the ids the HF tokenizer gives (converting Gemma 3's
+    262k-token vocabulary takes 16 s on 2 cores; reading it back, under one)."""
+    if not use_cache:
+        return convert(), {"status": "disabled", "path": None}
+    root = cache_root() if root is None else root
+    key = tokenizer_key(fingerprint)
+    final = entry_dir(root, key)
+    if final.exists():
+        why = problem(final, key)
+        if why is None:
+            try:
+                return load_entry(final), {"status": "hit", "path": str(final), "bytes": dir_bytes(final)}
+            except Exception as exc:  # noqa: BLE001 - a damaged entry is rebuilt, not fatal
+                why = f"it does not load ({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]})"
+        note(f"the GGUF cache entry {final} is incomplete or damaged ({why}); rebuilding it")
+        _discard(final)
+    tokenizer = convert()
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        note(f"not caching the converted GGUF tokenizer: cannot create {final.parent} ({exc.strerror})")
+        return tokenizer, {"status": "skipped-error", "path": None, "error": str(exc)}
+    clean_leftovers(final.parent)
+    return tokenizer, _publish(root, key, gguf_path, TOKENIZER_MARGIN, tokenizer.save_pretrained,
+                               "the converted GGUF tokenizer")

@@ -130,6 +130,9 @@ def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Lo
     else:
         p = Path(spec).expanduser().resolve()
         if kind == "gguf":
+            from .gguf_file import read_header
+
+            read_header(p)  # not a GGUF, or truncated: one line now, not the gguf reader's struct error later
             where, kwargs["gguf_file"] = str(p.parent), p.name
         else:
             where = str(p)

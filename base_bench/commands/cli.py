@@ -51,13 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, metavar="MODEL",
                    help="what to evaluate: a Hugging Face model id (org/name), a local directory holding a "
                         "transformers export, or a path to a .gguf file")
+    p.add_argument("--backend", default="transformers", choices=["transformers", "llama.cpp"],
+                   help="what computes the scores: transformers (torch; a .gguf is dequantized, the default) or "
+                        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]')")
     p.add_argument("--device", default="auto", metavar="DEV",
                    help="where to run: cpu, cuda, cuda:N, mps, or auto (first of cuda, mps, cpu; default)")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
                    help="weight precision; auto is float32 on cpu, bfloat16 (or float16) on cuda, float16 on mps. "
                         "Log-softmax is always taken in float32")
     p.add_argument("--threads", type=positive_int("--threads"), metavar="N",
-                   help="CPU threads for torch (default: torch's own choice)")
+                   help="CPU threads for torch, or for llama.cpp with --backend llama.cpp (default: torch's own "
+                        "choice, the physical cores)")
     p.add_argument("--batch-size", type=_batch_size, default=8, metavar="N",
                    help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' searches for the "
                         "largest that fits on a GPU and uses 8 on a CPU. Scores do not depend on it")
@@ -119,6 +123,9 @@ def resolve_out_dir(args) -> Path:
 
 
 def run(args) -> int:
+    _check_peft(args)
+    if args.backend == "llama.cpp":
+        return run_llama_cpp(args)
     import torch
 
     from ..items.datasource import HUB, open_data
@@ -130,7 +137,6 @@ def run(args) -> int:
     from ..engine.runstore import RunStore
 
     out_dir = resolve_out_dir(args)
-    _check_peft(args)
     placement = _placement(args, world_from_env())
     device = _rank_device(resolve_device(args.device), args.device, world_from_env())
     ranks, owned = init_from_env(device.type, args.dist_timeout)
@@ -177,6 +183,50 @@ def _check_peft(args) -> None:
     if args.peft and backend != "transformers":
         raise UsageError(f"--peft applies a PEFT adapter to a transformers model, and --backend {backend} does not "
                          "run one; use --backend transformers (or merge the adapter and convert the result)")
+
+
+def run_llama_cpp(args) -> int:
+    """--backend llama.cpp: the GGUF file run by llama.cpp, scored by the same evaluate()."""
+    from ..backends.gguf_file import read_header
+    from ..backends.llama_cpp import LlamaCppBackend, gpu_offload, load_tokenizer
+    from ..backends.transformers import locate_model
+    from ..engine.distributed import world_from_env
+    from ..engine.runstore import RunStore
+    from ..errors import UsageError
+    from ..evaluation import evaluate, run_signature
+    from ..items.datasource import HUB, open_data
+    from ..results.report import summary_lines
+
+    unused = [flag for flag, given in (("--dtype", args.dtype != "auto"), ("--device-map", args.device_map),
+                                       ("--max-memory", args.max_memory), ("--offload-folder", args.offload_folder),
+                                       ("--revision", args.revision), ("--trust-remote-code", args.trust_remote_code))
+              if given]
+    if unused:
+        raise UsageError(f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
+                         "which runs the GGUF file as it is quantized, on --device")
+    if world_from_env() > 1:
+        raise UsageError("--backend llama.cpp runs in one process; torchrun is for the transformers backend "
+                         "(give llama.cpp more cores with --threads)")
+    out_dir = resolve_out_dir(args)
+    source = open_data(args.local_data if args.local_data else HUB)
+    if not args.model.lower().endswith(".gguf"):
+        raise UsageError(f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one "
+                         "(use --backend transformers for a Hub id or a model directory)")
+    located = locate_model(args.model)
+    header = read_header(Path(located.info["path"]))  # not a GGUF, truncated: one line, before loading
+    device = gpu_offload(args.device)[2]
+    RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos,
+                                          header.file_type or "unknown", device, "llama.cpp"), args.resume)
+    t0 = time.perf_counter()
+    backend = LlamaCppBackend.load(located.info["path"], device=args.device, threads=args.threads)
+    tokenizer, cache = load_tokenizer(located.info["path"], use_cache=not args.no_cache)
+    info = {**located.info, "cache": cache, "revision_requested": None, "trust_remote_code": False,
+            "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
+    report = evaluate(backend, tokenizer, source, limit=args.limit, batch_size=args.batch_size, add_bos=args.add_bos,
+                      out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
+    print("\n".join(summary_lines(report)))
+    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+    return 0
 
 
 def _placement(args, world: int):

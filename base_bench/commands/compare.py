@@ -49,6 +49,7 @@ def run_info(rep: dict) -> dict:
         "report": rep.get("_path"),
         "model": spec,
         "name": display_name(spec),
+        "backend": cfg.get("backend", "transformers"),  # reports from before backends were transformers runs
         "dtype": cfg.get("dtype"),
         "add_bos": cfg.get("add_bos"),
         "device": cfg.get("device"),
@@ -87,12 +88,36 @@ def pair_items(rep_a: dict, rep_b: dict) -> list[tuple[dict, dict]]:
 def setting_notes(info_a: dict, info_b: dict) -> list[str]:
     """Settings that differ between the runs and so are part of what is being compared."""
     notes = []
-    for key in ("dtype", "add_bos", "scoring_version"):
+    for key in ("backend", "dtype", "add_bos", "scoring_version"):
         if info_a[key] != info_b[key]:
             notes.append(f"{key} differs: A {info_a[key]}, B {info_b[key]}")
     if info_a["official"] != info_b["official"]:
         notes.append(f"official differs: A {info_a['official']}, B {info_b['official']}")
     return notes
+
+
+def score_agreement(pairs) -> dict:
+    """How close the two runs' scores are, choice by choice: |delta| of each choice's summed log-prob
+    (nats; the same tokens in both runs when the tokenizer is the same), over the items whose choices
+    pair up, and the items whose predicted choice differs (right or wrong), e.g. two backends or two
+    dtypes of one model."""
+    deltas, worst, changed = [], (0.0, None), []
+    for a, b in pairs:
+        ca, cb = a.get("choices") or [], b.get("choices") or []
+        if len(ca) != len(cb) or not ca:
+            continue
+        for x, y in zip(ca, cb):
+            d = abs(float(x["logprob"]) - float(y["logprob"]))
+            deltas.append(d)
+            if d > worst[0]:
+                worst = (d, a["id"])
+        if a.get("prediction") != b.get("prediction"):
+            changed.append(a["id"])
+    return {"n_choices": len(deltas),
+            "median_abs_logprob_diff": float(np.median(deltas)) if deltas else None,
+            "max_abs_logprob_diff": float(max(deltas)) if deltas else None,
+            "max_item": worst[1],
+            "predictions_differ": len(changed), "items_predicted_differently": changed}
 
 
 def flipped_item(a: dict, b: dict) -> dict:
@@ -165,6 +190,7 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
                       "resamples": resamples, "seed": seed, "confidence": CONFIDENCE},
         "overall": overall,
         "mcnemar": mcnemar,
+        "scores": score_agreement(pairs),
         "categories": categories,
         "flipped": {
             "a_right_b_wrong": [flipped_item(a, b) for a, b in pairs if a["correct"] and not b["correct"]],
@@ -222,6 +248,15 @@ def _run_line(tag: str, info: dict) -> str:
     return f"{tag}: {info['name']}{extra}  ({info['report']})"
 
 
+def _scores_line(cmp: dict, head: str) -> list[str]:
+    sc = cmp.get("scores") or {}
+    if not sc.get("n_choices"):
+        return []
+    return [f"{head}per-choice |log-prob B − A| median {sc['median_abs_logprob_diff']:.3g}, max "
+            f"{sc['max_abs_logprob_diff']:.3g} nats (item {sc['max_item']}); predicted choice differs on "
+            f"{sc['predictions_differ']} of {cmp['n_items']} items"]
+
+
 def summary_lines(cmp: dict) -> list[str]:
     o, m = cmp["overall"], cmp["mcnemar"]
     bs = cmp["bootstrap"]
@@ -237,6 +272,7 @@ def summary_lines(cmp: dict) -> list[str]:
         f"(weighted A {pct(o['weighted_accuracy_a'])}, B {pct(o['weighted_accuracy_b'])})",
         f"McNemar      {m['a_right_b_wrong']} items only A got right, {m['a_wrong_b_right']} only B; "
         f"exact p {_p(m['p'])}",
+        *_scores_line(cmp, "Scores       "),
         "",
         f"  {'category':<20} {'Elo A':>7} {'Elo B':>7} {'B − A':>7}  {'95% CI':<14} {'acc A':>6} {'acc B':>6}",
     ]
@@ -280,6 +316,8 @@ def render_markdown(cmp: dict) -> str:
         "",
         f"McNemar ({m['test']}): {m['a_right_b_wrong']} items only A got right, {m['a_wrong_b_right']} only B "
         f"got right; p {_p(m['p'])}.",
+        "",
+        *[line + "." for line in _scores_line(cmp, "Scores: ")],
         "",
         "## Categories",
         "",

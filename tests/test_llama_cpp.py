@@ -1,0 +1,355 @@
+"""The llama.cpp backend on tiny GGUF files written by the tests (tests/tiny_gguf.py): exactness against
+one sequence per choice, batch invariance, what is fed and asked for, the report, BOS, devices and
+bad files. Needs llama-cpp-python (`pip install -e '.[llama]'`); CI builds it, elsewhere the module
+is skipped without it. The GGUF header reader and the file-type names are tested without it."""
+
+import importlib.util
+import json
+import os
+import random
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from base_bench.backends.gguf_file import file_type_name, read_header
+from base_bench.commands.cli import main
+from base_bench.errors import ModelError
+from fixtures import write_dataset
+from tiny_gguf import write_tiny_gguf
+
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+needs_llama = pytest.mark.skipif(not HAVE_LLAMA and not os.environ.get("CI"),
+                                 reason="llama-cpp-python is not installed (pip install -e '.[llama]')")
+Q8_0 = 7  # LLAMA_FTYPE_MOSTLY_Q8_0
+
+
+# ------------------------------------------------------------------ no llama.cpp needed
+
+
+@pytest.mark.parametrize("ftype, name", [
+    (0, "F32"), (1, "F16"), (2, "Q4_0"), (3, "Q4_1"), (7, "Q8_0"), (15, "Q4_K_M"), (17, "Q5_K_M"), (18, "Q6_K"),
+    (32, "BF16"), (1024 | 2, "Q4_0 (guessed)"), (9999, "ftype-9999"), (None, None),
+])
+def test_file_type_names(ftype, name):
+    assert file_type_name(ftype) == name
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf", file_type=Q8_0)
+
+
+def test_header_of_a_good_file(tiny, tmp_path):
+    h = read_header(tiny)
+    assert (h.architecture, h.file_type, h.add_bos_token) == ("llama", "Q8_0", False)
+    assert h.file_size == tiny.stat().st_size and h.data_end <= h.file_size < h.data_end + 32  # padded to 32
+    assert h.n_tensors == 2 + 9 * 2 + 1
+    assert read_header(write_tiny_gguf(tmp_path / "b.gguf", add_bos=True)).add_bos_token is True
+    assert read_header(write_tiny_gguf(tmp_path / "n.gguf")).file_type is None  # the file states none
+
+
+def _offset_of_tensor_table(path: Path) -> int:
+    """Where the tensor table starts, for cutting a file inside it."""
+    import gguf
+
+    r = gguf.GGUFReader(str(path))
+    return max(f.offset + sum(p.nbytes for p in f.parts) for f in r.fields.values())
+
+
+def test_broken_files_get_one_line(tiny, tmp_path):
+    data = tiny.read_bytes()
+    cases = {
+        "empty.gguf": (b"", "not a GGUF file"),
+        "text.gguf": (b"hello, this is not a model at all\n" * 10, "not a GGUF file"),
+        "header.gguf": (data[:12], "truncated: it has 12 bytes, less than its 24-byte header"),
+        "meta.gguf": (data[:200], "truncated: it ends inside its metadata, at 200 bytes"),
+        "table.gguf": (data[:_offset_of_tensor_table(tiny) + 20], "truncated: it ends inside its tensor table"),
+        "data.gguf": (data[:-1000], f"({read_header(tiny).data_end - len(data) + 1000} bytes missing)"),
+    }
+    for name, (content, fragment) in cases.items():
+        p = tmp_path / name
+        p.write_bytes(content)
+        with pytest.raises(ModelError) as ei:
+            read_header(p)
+        assert fragment in str(ei.value) and "\n" not in str(ei.value), name
+
+
+def test_transformers_backend_says_truncated_too(tiny, tmp_path, capsys):
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(tiny.read_bytes()[: tiny.stat().st_size // 2])
+    write_dataset(tmp_path / "d")
+    assert main(["--model", str(cut), "--local-data", str(tmp_path / "d"), "--out-dir", str(tmp_path / "o"),
+                 "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "the GGUF file is truncated" in err and "unpack_from" not in err and err.count("\n") <= 2
+    assert not (tmp_path / "o").exists()
+
+
+# ------------------------------------------------------------------ llama.cpp
+
+
+@pytest.fixture(scope="module")
+def backend(tiny):
+    from base_bench.backends.llama_cpp import LlamaCppBackend
+
+    return LlamaCppBackend.load(tiny, device="cpu", threads=1)
+
+
+def _items(vocab: int, n: int = 24, seed: int = 0):
+    """Random token-id items with contexts around the chunk size (1 token, 47 to 49, 63 to 65, 130)
+    and continuations of 1 to 7 tokens; one item with 2 and one with 5 continuations."""
+    from base_bench.engine.scoring import Encoded
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        k = 2 if i == 3 else 5 if i == 7 else 4
+        L = rng.choice([1, 2, 5, 47, 48, 49, 63, 64, 65, 130])
+        out.append(Encoded(f"it-{i}", tuple(rng.randrange(vocab) for _ in range(L)),
+                           tuple(tuple(rng.randrange(vocab) for _ in range(rng.choice([1, 2, 3, 7]))) for _ in range(k))))
+    return out
+
+
+@needs_llama
+def test_log_probs_is_log_softmax_in_float64():
+    from base_bench.backends.llama_cpp import log_probs
+
+    logits = np.array([[0.0, 0.0, 0.0], [0.0, np.log(3.0), -np.inf]], dtype=np.float32)
+    got = log_probs(logits, [(0, 2), (1,)])
+    assert got == pytest.approx([np.log(1 / 3), np.log(1 / 3), np.log(3 / 4)], abs=1e-7)
+    big = np.array([[1e4, 1e4 - 1.0]], dtype=np.float32)  # no overflow: the max is taken out first
+    assert log_probs(big, [(1,)]) == pytest.approx([-1.0 - np.log1p(np.exp(-1.0))], abs=1e-6)
+
+
+@needs_llama
+@pytest.mark.parametrize("weights", ["Q8_0", "F32"])
+def test_shared_context_equals_one_sequence_per_choice_bit_for_bit(weights, backend, tmp_path):
+    """Q8_0 fails without the pinned kernels (up to 0.013 nats apart); F32 fails without the pad that
+    keeps llamafile's sgemm from handing a one-row product to another kernel (1.8e-7 apart)."""
+    from base_bench.backends.llama_cpp import LlamaCppBackend, PlainScorer, SharedContextScorer, max_abs_diff
+
+    if weights == "F32":
+        backend = LlamaCppBackend.load(write_tiny_gguf(tmp_path / "f32.gguf", quantized=False), threads=1)
+    items = _items(backend.vocab_size, n=40)
+    shared = SharedContextScorer(backend, max(e.packed_length for e in items))(items)
+    plain = PlainScorer(backend, 8)(items)  # grows its context as items need
+    assert max_abs_diff(shared, plain) == 0.0
+    assert [len(s) for s in shared] == [len(e.continuations) for e in items]
+    assert [[c.n_tokens for c in s] for s in shared] == [[len(c) for c in e.continuations] for e in items]
+    assert all(np.isfinite(c.logprob) and c.logprob < 0 for s in shared for c in s)
+
+
+@needs_llama
+def test_scores_do_not_depend_on_the_batch(backend):
+    from base_bench.backends.llama_cpp import SharedContextScorer
+
+    items = _items(backend.vocab_size, seed=1)
+    scorer = SharedContextScorer(backend, 16)
+    whole = scorer(items)
+    alone = [scorer([e])[0] for e in items]
+    backwards = scorer(items[::-1])[::-1]
+    assert whole == alone == backwards
+
+
+@needs_llama
+def test_context_fed_once_and_logits_only_where_a_token_is_predicted(backend, monkeypatch):
+    from base_bench.backends import llama_cpp
+    from base_bench.backends.llama_cpp import UBATCH, SharedContextScorer
+
+    calls = []
+    real = llama_cpp._Context._decode
+
+    def spy(self, tokens, pos, seqs, want):
+        calls.append((len(tokens), sum(want)))
+        return real(self, tokens, pos, seqs, want)
+
+    monkeypatch.setattr(llama_cpp._Context, "_decode", spy)
+    items = _items(backend.vocab_size, seed=2)
+    scorer = SharedContextScorer(backend, 16)
+    scorer(items)
+    c = scorer.counts
+    assert c["tokens"] == sum(e.packed_length for e in items)  # each context once, no last token fed
+    assert c["logit_rows"] == sum(1 + sum(len(x) - 1 for x in e.continuations) for e in items)
+    assert c["decodes"] == len(calls)
+    # every llama_decode: at most UBATCH tokens plus a pad, never one token, never exactly one output
+    assert all(2 <= n <= UBATCH + 1 and out != 1 for n, out in calls)
+    assert sum(n for n, _ in calls) == c["tokens"] + c["pads"]
+
+
+@needs_llama
+def test_memory_is_cleared_between_items(backend):
+    from base_bench.backends.llama_cpp import SharedContextScorer, lib
+
+    items = _items(backend.vocab_size, n=3)
+    scorer = SharedContextScorer(backend, 16)
+    scorer(items)
+    L = lib()
+    assert all(L.llama_memory_seq_pos_max(scorer._ctx.mem, s) == -1 for s in range(scorer._ctx.n_seq))
+
+
+@needs_llama
+def test_threads_reach_llama_cpp(tiny):
+    from base_bench.backends.llama_cpp import LlamaCppBackend, SharedContextScorer, lib
+
+    for n in (1, 3):
+        b = LlamaCppBackend.load(tiny, threads=n)
+        ctx = SharedContextScorer(b, 8)._ctx.ctx
+        assert (lib().llama_n_threads(ctx), lib().llama_n_threads_batch(ctx), b.threads) == (n, n, n)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny):
+    pytest.importorskip("llama_cpp") if not os.environ.get("CI") else None
+    from base_bench.backends.llama_cpp import load_tokenizer
+
+    tok, _ = load_tokenizer(tiny)
+    return tok
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("data")
+    write_dataset(d)
+    return d
+
+
+@needs_llama
+def test_evaluate_reports_backend_version_and_file_type(backend, tokenizer, data):
+    from base_bench import evaluate
+    from base_bench.backends.identity import package_version
+
+    rep = evaluate(backend, tokenizer, str(data), limit=6, progress=False)
+    cfg = rep["config"]
+    assert (cfg["backend"], cfg["dtype"], cfg["model"]["gguf_file_type"], cfg["device"]) == ("llama.cpp", "Q8_0", "Q8_0", "cpu")
+    assert cfg["versions"]["llama-cpp-python"] == package_version("llama_cpp_python") is not None
+    assert cfg["scorer"] == "llama.cpp-shared-context" and cfg["threads"] == 1
+    assert cfg["packing_check"]["ok"] and cfg["packing_check"]["max_abs_diff_vs_plain"] == 0.0
+    assert cfg["model"]["llama_cpp"]["repack_buffers"] is False and cfg["model"]["llama_cpp"]["tiled_matmul"] is False
+    assert cfg["bos_note"] is None and len(rep["items"]) == 6
+
+
+@needs_llama
+def test_batch_size_does_not_change_a_score(backend, tokenizer, data):
+    from base_bench import evaluate
+
+    runs = [evaluate(backend, tokenizer, str(data), limit=12, batch_size=bs, progress=False) for bs in (1, 5, 32)]
+    scores = [[(i["id"], [c["logprob"] for c in i["choices"]]) for i in r["items"]] for r in runs]
+    assert scores[0] == scores[1] == scores[2]
+
+
+@needs_llama
+def test_bos_note_follows_the_gguf_add_bos_token(tmp_path, data, caplog):
+    from base_bench import evaluate
+    from base_bench.backends.llama_cpp import LlamaCppBackend, load_tokenizer
+
+    path = write_tiny_gguf(tmp_path / "bos.gguf", add_bos=True)
+    b = LlamaCppBackend.load(path, threads=1)
+    assert b.expects_bos
+    tok, _ = load_tokenizer(path)
+    with caplog.at_level("WARNING", logger="base_bench"):
+        rep = evaluate(b, tok, str(data), limit=2, progress=False)
+    assert "--add-bos" in rep["config"]["bos_note"] and rep["config"]["bos_note"] in caplog.text
+    assert evaluate(b, tok, str(data), limit=2, add_bos=True, progress=False)["config"]["bos_note"] is None
+
+
+@needs_llama
+def test_evaluate_takes_a_llama_object(tiny, backend, tokenizer, data):
+    import llama_cpp
+
+    from base_bench import evaluate
+
+    llm = llama_cpp.Llama(model_path=str(tiny), n_threads=1, verbose=False)
+    a = evaluate(llm, tokenizer, str(data), limit=4, progress=False)
+    b = evaluate(backend, tokenizer, str(data), limit=4, progress=False)
+    assert a["config"]["backend"] == "llama.cpp" and a["items"] == b["items"]
+
+
+@needs_llama
+def test_converted_tokenizer_is_cached(tmp_path):
+    from base_bench.backends.llama_cpp import load_tokenizer
+
+    path = write_tiny_gguf(tmp_path / "t.gguf", seed=3)
+    first, rec1 = load_tokenizer(path)
+    again, rec2 = load_tokenizer(path)
+    _, rec3 = load_tokenizer(path, use_cache=False)
+    assert (rec1["status"], rec2["status"], rec3["status"]) == ("written", "hit", "disabled")
+    assert rec1["path"] == rec2["path"] and not (Path(rec1["path"]) / "model.safetensors").exists()
+    text = "She put the keys in the drawer."
+    assert again(text, add_special_tokens=False)["input_ids"] == first(text, add_special_tokens=False)["input_ids"]
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def cli(*args):
+    return main([*map(str, args)])
+
+
+@needs_llama
+def test_cli_run_and_resume_signature_names_the_backend(tiny, data, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli("--backend", "llama.cpp", "--model", tiny, "--local-data", data, "--out-dir", out, "--limit", 5,
+               "--threads", 1) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["config"]["backend"] == "llama.cpp" and rep["config"]["threads"] == 1
+    sig = json.loads((out / "run_config.json").read_text())["signature"]
+    assert (sig["backend"], sig["dtype"]) == ("llama.cpp", "Q8_0")
+    capsys.readouterr()
+    # the same file under the transformers backend is another computation: --resume refuses it
+    assert cli("--model", tiny, "--local-data", data, "--out-dir", out, "--resume", "--device", "cpu") == 2
+    err = capsys.readouterr().err
+    assert "--resume refused" in err and "backend" in err
+    # and under llama.cpp it continues
+    assert cli("--backend", "llama.cpp", "--model", tiny, "--local-data", data, "--out-dir", out, "--resume",
+               "--limit", 8) == 0
+    assert json.loads((out / "report.json").read_text())["timing"]["items_scored_this_session"] == 3
+
+
+def _unknown_arch(path: Path) -> Path:
+    import gguf
+
+    w = gguf.GGUFWriter(str(path), "frobnicator")
+    w.add_tensor("x", np.zeros(4, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@needs_llama
+@pytest.mark.parametrize("case, fragment", [
+    ("truncated", "the GGUF file is truncated"),
+    ("text", "not a GGUF file"),
+    ("arch", "does not know the model architecture 'frobnicator'"),
+    ("cuda", "built without GPU support"),
+    ("dtype", "--dtype does not apply to --backend llama.cpp"),
+    ("dir", "--backend llama.cpp scores a .gguf file"),
+])
+def test_cli_bad_input_one_line_exit_2(case, fragment, tiny, data, tmp_path, capsys):
+    from base_bench.backends.llama_cpp import lib
+
+    model, extra = tiny, []
+    if case == "truncated":
+        model = tmp_path / "cut.gguf"
+        model.write_bytes(tiny.read_bytes()[:-1000])
+    elif case == "text":
+        model = tmp_path / "notes.gguf"
+        model.write_text("not a model\n")
+    elif case == "arch":
+        model = _unknown_arch(tmp_path / "frob.gguf")
+    elif case == "cuda":
+        if lib().llama_supports_gpu_offload():
+            pytest.skip("this llama-cpp-python was built with GPU support")
+        extra = ["--device", "cuda"]
+    elif case == "dtype":
+        extra = ["--dtype", "float32"]
+    elif case == "dir":
+        model = tmp_path
+    assert cli("--backend", "llama.cpp", "--model", model, "--local-data", data, "--out-dir", tmp_path / "o",
+               *extra) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and err.count("\n") <= 2 and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
