@@ -136,7 +136,8 @@ def ci_steps(text: str) -> list[str]:
             continue
         for step in line.split(" && "):
             words = shlex.split(step)
-            if words[:2] == ["pip", "install"] or words[:4] == ["python", "-m", "pip", "install"]:
+            cmd = words[1:] if words and words[0].startswith("CMAKE_ARGS=") else words  # an env setting first
+            if cmd[:2] == ["pip", "install"] or cmd[:4] == ["python", "-m", "pip", "install"]:
                 words = [w for w in words if w != "-q"]
             steps.append(shlex.join(words))
     return steps
