@@ -15,13 +15,33 @@ directory), `results/` (Elo, intervals, reports), `items/` (the card, the data),
 """
 
 from .errors import (
-    BaseBenchError, DataError, DistributedError, HubError, ModelError, ReportError, RunError, ScoringError,
-    StorageError, UsageError,
+    BaseBenchError,
+    DataError,
+    DistributedError,
+    HubError,
+    ModelError,
+    ReportError,
+    RunError,
+    ScoringError,
+    StorageError,
+    UsageError,
 )
 from .version import __version__
 
-__all__ = ["evaluate", "BaseBenchError", "DataError", "DistributedError", "HubError", "ModelError", "ReportError",
-           "RunError", "ScoringError", "StorageError", "UsageError", "__version__"]
+__all__ = [
+    "evaluate",
+    "BaseBenchError",
+    "DataError",
+    "DistributedError",
+    "HubError",
+    "ModelError",
+    "ReportError",
+    "RunError",
+    "ScoringError",
+    "StorageError",
+    "UsageError",
+    "__version__",
+]
 
 
 def __getattr__(name):

@@ -44,7 +44,6 @@ from pathlib import Path
 
 import torch
 
-from .version import __version__
 from .backends import Backend, as_backend
 from .backends.adapters import base_model_note, same_base
 from .backends.identity import tokenizer_fingerprint
@@ -57,6 +56,7 @@ from .items import card
 from .items.datasource import DataSource, open_data
 from .items.records import ChoiceScore, Item, ItemResult, pick
 from .results.report import build_report, dumps, render_markdown
+from .version import __version__
 
 SCORING_VERSION = "mean_logprob/1"  # bump when a change to the scoring code can change a score
 log = logging.getLogger("base_bench")
@@ -80,9 +80,19 @@ class Setup:
     adapter_note: str | None
 
 
-def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_size: int | str = 8,
-             add_bos: bool = False, out_dir: str | Path | None = None, resume: bool = False,
-             progress: bool = True, model_info: dict | None = None) -> dict:
+def evaluate(
+    model,
+    tokenizer,
+    data=None,
+    *,
+    limit: int | None = None,
+    batch_size: int | str = 8,
+    add_bos: bool = False,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: bool = True,
+    model_info: dict | None = None,
+) -> dict:
     """Score `model` on the benchmark and return the report (the dict report.json holds).
 
     model       a transformers causal LM, already loaded, on any device and in any dtype (it may be
@@ -112,22 +122,40 @@ def evaluate(model, tokenizer, data=None, *, limit: int | None = None, batch_siz
     before it stay, and resume=True continues.
     """
     with ExitStack() as held:  # the out-dir lock (rank 0), from store.begin until this returns or raises
-        return _evaluate(held, model, tokenizer, data, limit=limit, batch_size=batch_size, add_bos=add_bos,
-                         out_dir=out_dir, resume=resume, progress=progress, model_info=model_info)
+        return _evaluate(
+            held,
+            model,
+            tokenizer,
+            data,
+            limit=limit,
+            batch_size=batch_size,
+            add_bos=add_bos,
+            out_dir=out_dir,
+            resume=resume,
+            progress=progress,
+            model_info=model_info,
+        )
 
 
-def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add_bos, out_dir, resume, progress,
-              model_info) -> dict:
+def _evaluate(
+    held: ExitStack, model, tokenizer, data, *, limit, batch_size, add_bos, out_dir, resume, progress, model_info
+) -> dict:
     ranks = Ranks.current()
     with ranks.together():
         setup = _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info)
     backend = setup.backend
     identity = _shared_identity(setup.identity, backend, ranks)
-    signature = run_signature(identity, setup.source.dataset.sha256, add_bos, backend.dtype, backend.device,
-                              backend.name)
-    ranks.check_same({"data SHA-256": setup.source.dataset.sha256, "model fingerprint": signature_hash(signature),
-                      "settings (limit, batch size, add_bos, resume)": (limit, batch_size, bool(add_bos), resume),
-                      "number of items": len(setup.items)})
+    signature = run_signature(
+        identity, setup.source.dataset.sha256, add_bos, backend.dtype, backend.device, backend.name
+    )
+    ranks.check_same(
+        {
+            "data SHA-256": setup.source.dataset.sha256,
+            "model fingerprint": signature_hash(signature),
+            "settings (limit, batch size, add_bos, resume)": (limit, batch_size, bool(add_bos), resume),
+            "number of items": len(setup.items),
+        }
+    )
 
     store = RunStore(Path(out_dir).expanduser()) if out_dir is not None and ranks.is_main else None
     done: dict[str, ItemResult] = {}
@@ -144,10 +172,13 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
     by_id = {it.id: it for it in items}
     enc_by_id = {e.id: e for e in encoded}
     with backend.held():
-        done = {k: ItemResult.from_json(v) for k, v in ranks.broadcast({k: r.to_json() for k, r in done.items()}).items()}
+        done = {
+            k: ItemResult.from_json(v) for k, v in ranks.broadcast({k: r.to_json() for k, r in done.items()}).items()
+        }
         if done and ranks.is_main:
-            log.info(f"resuming {store.dir}: {sum(1 for i in items if i.id in done)} of {len(items)} items "
-                     "already scored")
+            log.info(
+                f"resuming {store.dir}: {sum(1 for i in items if i.id in done)} of {len(items)} items already scored"
+            )
         appenders = _appenders(store, out_dir, ranks)
 
         order = [encoded[i] for i in length_order(encoded)]
@@ -163,16 +194,25 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         def record(results: list, own: bool) -> None:
             """Keep finished results; save them at once (rank 0 saves its own and, when the other
             ranks cannot reach its out-dir, theirs; a rank that shares it saves its own)."""
-            rows = [ItemResult(i, tuple(ChoiceScore(lp, n) for lp, n in sc), pick([ChoiceScore(lp, n) for lp, n in sc]),
-                               by_id[i].label, enc_by_id[i].truncated) for i, sc in results]
+            rows = [
+                ItemResult(
+                    i,
+                    tuple(ChoiceScore(lp, n) for lp, n in sc),
+                    pick([ChoiceScore(lp, n) for lp, n in sc]),
+                    by_id[i].label,
+                    enc_by_id[i].truncated,
+                )
+                for i, sc in results
+            ]
             if rows and appenders.get("own" if own else "others"):
                 appenders["own" if own else "others"].append_many(rows)
             done.update((r.id, r) for r in rows)
 
         todo = [e for e in order if e.id not in done]
         t0 = time.perf_counter()
-        bs, wait_s = _score_all(scorer, todo, bs, backend.device, ranks, record, done, progress and ranks.is_main,
-                                len(items))
+        bs, wait_s = _score_all(
+            scorer, todo, bs, backend.device, ranks, record, done, progress and ranks.is_main, len(items)
+        )
         score_s = time.perf_counter() - t0
 
     info = dict(setup.info)
@@ -200,11 +240,23 @@ def _evaluate(held: ExitStack, model, tokenizer, data, *, limit, batch_size, add
         "bos_note": setup.bos_note,
         "adapter_note": setup.adapter_note,
     }
-    timing = {"model_load_s": setup.load_s, "scoring_s": round(score_s, 3), "items_scored_this_session": len(todo),
-              "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None,
-              "rank_wait_s": round(wait_s, 3)}
-    report = build_report(config=config, data=setup.source.record, official=not setup.reasons, reasons=setup.reasons,
-                          items=items, results=done, timing=timing, n_items_in_data=len(setup.source.dataset.items))
+    timing = {
+        "model_load_s": setup.load_s,
+        "scoring_s": round(score_s, 3),
+        "items_scored_this_session": len(todo),
+        "items_per_s": round(len(todo) / score_s, 3) if todo and score_s > 0 else None,
+        "rank_wait_s": round(wait_s, 3),
+    }
+    report = build_report(
+        config=config,
+        data=setup.source.record,
+        official=not setup.reasons,
+        reasons=setup.reasons,
+        items=items,
+        results=done,
+        timing=timing,
+        n_items_in_data=len(setup.source.dataset.items),
+    )
     if store:
         store.write_text("report.json", dumps(report))
         store.write_text("predictions.md", render_markdown(report))
@@ -228,8 +280,20 @@ def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info) -> Se
     window = backend.window
     encoded = [encode_item(tokenizer, it, add_bos=add_bos, window=window) for it in items]
     pad_id = _check_vocabulary(encoded, tokenizer, backend.vocab_size)
-    return Setup(source, items, reasons, backend, info, identity, load_s, window, encoded, pad_id,
-                 bos_note(backend, add_bos), _adapter_note(info))
+    return Setup(
+        source,
+        items,
+        reasons,
+        backend,
+        info,
+        identity,
+        load_s,
+        window,
+        encoded,
+        pad_id,
+        bos_note(backend, add_bos),
+        _adapter_note(info),
+    )
 
 
 def _shared_identity(identity: dict, backend: Backend, ranks: Ranks) -> dict:
@@ -238,8 +302,11 @@ def _shared_identity(identity: dict, backend: Backend, ranks: Ranks) -> dict:
     if ranks.world == 1 or identity.get("kind") != "in-memory" or not backend.sharded:
         return identity
     shards = ranks.all_gather(identity["fingerprint"])
-    return {**identity, "fingerprint": hashlib.sha256("+".join(shards).encode()).hexdigest()[:16],
-            "shards": ranks.world}
+    return {
+        **identity,
+        "fingerprint": hashlib.sha256("+".join(shards).encode()).hexdigest()[:16],
+        "shards": ranks.world,
+    }
 
 
 def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
@@ -263,8 +330,9 @@ def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
     return {"own": store, "others": store} if store else {}
 
 
-def run_signature(identity: dict, data_sha256: str, add_bos: bool, dtype: str, device,
-                  backend: str = "transformers") -> dict:
+def run_signature(
+    identity: dict, data_sha256: str, add_bos: bool, dtype: str, device, backend: str = "transformers"
+) -> dict:
     """Everything that changes a score, as --resume checks it (batch size, threads and limit do not).
     The backend is named for every backend but transformers, the first one, so that runs started
     before there were backends still resume."""
@@ -292,9 +360,11 @@ def bos_note(backend: Backend, add_bos: bool) -> str | None:
     """The note for a model whose tokenizer puts BOS first when the run follows the card (no BOS)."""
     if add_bos or not backend.expects_bos:
         return None
-    return ("note: this model's tokenizer is set to put a BOS token first, and the card's rule scores "
-            "without one, which can cost such a model a lot; to measure the gap, run again with --add-bos "
-            "(a diagnostic, not official) and compare the two runs with `base-bench compare`")
+    return (
+        "note: this model's tokenizer is set to put a BOS token first, and the card's rule scores "
+        "without one, which can cost such a model a lot; to measure the gap, run again with --add-bos "
+        "(a diagnostic, not official) and compare the two runs with `base-bench compare`"
+    )
 
 
 def _check_tokenizer(tokenizer) -> None:
@@ -307,8 +377,10 @@ def _check_vocabulary(encoded, tokenizer, rows: int) -> int:
     for e in encoded:
         top = max(max(e.context), *(max(c) for c in e.continuations))
         if top >= rows:
-            raise ModelError(f"the tokenizer gives token id {top} (item {e.id}), but the model's vocabulary has "
-                             f"{rows} entries; is this the model's own tokenizer?")
+            raise ModelError(
+                f"the tokenizer gives token id {top} (item {e.id}), but the model's vocabulary has "
+                f"{rows} entries; is this the model's own tokenizer?"
+            )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     return pad if isinstance(pad, int) and 0 <= pad < rows else 0  # padding is masked: any valid id will do
 
@@ -321,9 +393,17 @@ def _model_record(backend: Backend, tokenizer, given: dict | None) -> tuple[dict
     if identity is None:
         fp = f"{backend.fingerprint()}-{tokenizer_fingerprint(tokenizer)}"
         spec = backend.spec()
-        info = {"spec": spec, "kind": "in-memory", "path": None, "revision": None, "fingerprint": fp,
-                "revision_requested": None, "trust_remote_code": None,
-                "cache": {"status": "not-loaded", "path": None}, **info}  # base-bench loaded nothing
+        info = {
+            "spec": spec,
+            "kind": "in-memory",
+            "path": None,
+            "revision": None,
+            "fingerprint": fp,
+            "revision_requested": None,
+            "trust_remote_code": None,
+            "cache": {"status": "not-loaded", "path": None},
+            **info,
+        }  # base-bench loaded nothing
         identity = {"kind": "in-memory", "fingerprint": fp}
     info.update(backend.describe())
     if backend.adapter is not None or "adapter" in info:  # what the caller knows (where it came from) wins
@@ -350,8 +430,9 @@ def _adapter_note(info: dict) -> str | None:
 STEPS_PER_EXCHANGE = 4  # batches each rank scores between two exchanges of results
 
 
-def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, record, done: dict, progress: bool,
-               total: int) -> tuple[int, float]:
+def _score_all(
+    scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, record, done: dict, progress: bool, total: int
+) -> tuple[int, float]:
     """Score `todo` (longest first) in batches of `bs`, shared out between the ranks.
 
     The ranks work in rounds of STEPS_PER_EXCHANGE batches each and swap their results after each
@@ -366,8 +447,15 @@ def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, recor
 
     dummy = [todo[-1]] if todo and ranks.world > 1 else None  # keeps forward counts equal
     remaining, wait_s = list(todo), 0.0
-    with tqdm(total=total, initial=total - len(todo), unit="item", file=sys.stderr, desc="scoring",
-              dynamic_ncols=True, disable=not progress) as bar:
+    with tqdm(
+        total=total,
+        initial=total - len(todo),
+        unit="item",
+        file=sys.stderr,
+        desc="scoring",
+        dynamic_ncols=True,
+        disable=not progress,
+    ) as bar:
         while remaining:
             shares = share(make_batches(remaining, bs), ranks.world)
             mine, steps = shares[ranks.rank], max(len(x) for x in shares)
@@ -402,7 +490,11 @@ def _score_all(scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, recor
                     exc.shared = not ranks.is_main
                     raise exc
                 if any(st == "oom" for st, _, _ in everyone):
-                    where = "" if ranks.world == 1 else f" on rank {next(r for r, x in enumerate(everyone) if x[0] == 'oom')}"
+                    where = (
+                        ""
+                        if ranks.world == 1
+                        else f" on rank {next(r for r, x in enumerate(everyone) if x[0] == 'oom')}"
+                    )
                     if bs == 1:
                         exc = ScoringError(f"out of accelerator memory{where} even at batch size 1")
                         exc.shared = not ranks.is_main

@@ -81,8 +81,11 @@ def _texts_man():
                 text = raw.decode("utf-8")
             except (OSError, UnicodeDecodeError, EOFError):
                 continue
-            lines = [ROFF.sub("", ln).replace("\\-", "-").replace("\\e", "\\") for ln in text.splitlines()
-                     if ln and not ln.startswith((".", "'"))]
+            lines = [
+                ROFF.sub("", ln).replace("\\-", "-").replace("\\e", "\\")
+                for ln in text.splitlines()
+                if ln and not ln.startswith((".", "'"))
+            ]
             yield "\n".join(lines)
 
 
@@ -143,8 +146,14 @@ def build_corpus(folder: Path, gb: float, shards: int, seed: int = 7) -> dict:
         rep += 1
     for f in outs:
         f.close()
-    return {"unique_documents": len(docs), "unique_text_bytes": unique_bytes, "documents": n, "bytes": written,
-            "repeats": rep, "shards": shards}
+    return {
+        "unique_documents": len(docs),
+        "unique_text_bytes": unique_bytes,
+        "documents": n,
+        "bytes": written,
+        "repeats": rep,
+        "shards": shards,
+    }
 
 
 def timed_scan(corpus: list[str], out: Path, workers: int, tasks: int):
@@ -161,8 +170,9 @@ def timed_scan(corpus: list[str], out: Path, workers: int, tasks: int):
 
 
 def _case_punct(text: str) -> str:
-    return (text.upper().replace(",", "").replace(".", "!").replace("'", "\u2019").replace('"', "\u201c")
-            .replace(";", " -"))
+    return (
+        text.upper().replace(",", "").replace(".", "!").replace("'", "\u2019").replace('"', "\u201c").replace(";", " -")
+    )
 
 
 def planted_docs(items, index: ItemIndex, background: list[str], rng: random.Random):
@@ -192,7 +202,7 @@ def planted_docs(items, index: ItemIndex, background: list[str], rng: random.Ran
         aw = len(words(ans))
         if aw:  # an answer of punctuation only (" );") has no words to find
             spans = word_spans(it.context)
-            tail = it.context[spans[-12][0]:] + ans if len(spans) >= 12 else it.context + ans
+            tail = it.context[spans[-12][0] :] + ans if len(spans) >= 12 else it.context + ans
             forms["answer"] = bg()[:1000] + " " + (ans if aw >= 8 else tail) + " " + bg()[:1000]
         for name, text in forms.items():
             out.append((f"{name}:{it.id}", text))
@@ -200,8 +210,8 @@ def planted_docs(items, index: ItemIndex, background: list[str], rng: random.Ran
         cw = it.context.split()
         if len(cw) >= 10:
             s = rng.randrange(0, len(cw) - 8 + 1)
-            out.append((f"near8:{it.id}", bg()[:1500] + " " + " ".join(cw[s:s + 8]) + ". " + bg()[:1500]))
-            phrases = [" ".join(cw[k:k + 5]) for k in range(0, len(cw) - 5, 9)]
+            out.append((f"near8:{it.id}", bg()[:1500] + " " + " ".join(cw[s : s + 8]) + ". " + bg()[:1500]))
+            phrases = [" ".join(cw[k : k + 5]) for k in range(0, len(cw) - 5, 9)]
             out.append((f"common:{it.id}", " ... ".join(p + " " + bg()[:300] for p in phrases)))
     return out, expect
 
@@ -243,12 +253,18 @@ def recall_precision(work: Path, corpus_dir: Path, items, n_background: int, see
             missed.append(doc_id)
     false_pos = [d for d in flagged if d["id"] not in expect]
     wrong_items = [d for d in flagged if d["id"] in expect and set(d["items"]) - {expect[d["id"]]}]
-    return {"documents": len(mixed), "background": len(background), "planted": len(expect),
-            "near_misses": sum(1 for d, _ in docs if d.split(":")[0] in ("near8", "common")),
-            "by_form": by_form, "missed": missed, "false_positives": [d["id"] for d in false_pos],
-            "planted_with_other_items": [d["id"] for d in wrong_items],
-            "dirty_items": rep["totals"]["dirty"], "matchable_items": len({g.item for g in index.grams
-                                                                         if g.kind != "wrong"})}
+    return {
+        "documents": len(mixed),
+        "background": len(background),
+        "planted": len(expect),
+        "near_misses": sum(1 for d, _ in docs if d.split(":")[0] in ("near8", "common")),
+        "by_form": by_form,
+        "missed": missed,
+        "false_positives": [d["id"] for d in false_pos],
+        "planted_with_other_items": [d["id"] for d in wrong_items],
+        "dirty_items": rep["totals"]["dirty"],
+        "matchable_items": len({g.item for g in index.grams if g.kind != "wrong"}),
+    }
 
 
 def micro_profile(corpus_dir: Path, items, mb: float = 50.0) -> dict:
@@ -283,7 +299,7 @@ def micro_profile(corpus_dir: Path, items, mb: float = 50.0) -> dict:
     filt.filter_batch(docs[:10])
     t0 = clock()
     for s in range(0, len(docs), BATCH):
-        filt.filter_batch(docs[s:s + BATCH])
+        filt.filter_batch(docs[s : s + BATCH])
     t["filter"] = clock() - t0
     t0 = clock()
     norms = [normalized(x) for x in texts]
@@ -294,7 +310,7 @@ def micro_profile(corpus_dir: Path, items, mb: float = 50.0) -> dict:
     batches = []
     for s in range(0, len(splits), BATCH):
         ws = []
-        for x in splits[s:s + BATCH]:
+        for x in splits[s : s + BATCH]:
             ws += x
             ws.append(b"")
         batches.append(ws)
@@ -307,10 +323,14 @@ def micro_profile(corpus_dir: Path, items, mb: float = 50.0) -> dict:
         np.fromiter(map(index.vocab.get, ws, repeat(-1)), dtype=np.int64, count=len(ws))
     t["match_vocab_lookup"] = clock() - t0
     t["match_windows_hash_check"] = t["match"] - t["match_vocab_lookup"]
-    return {"mb": round(size / 1e6, 1), "documents": len(lines), "words": sum(map(len, splits)),
-            "ascii_share": round(sum(x.isascii() for x in texts) / len(texts), 3),
-            "seconds": {k: round(v, 3) for k, v in t.items()},
-            "mb_per_s": {k: round(size / 1e6 / v, 1) for k, v in t.items() if v > 0}}
+    return {
+        "mb": round(size / 1e6, 1),
+        "documents": len(lines),
+        "words": sum(map(len, splits)),
+        "ascii_share": round(sum(x.isascii() for x in texts) / len(texts), 3),
+        "seconds": {k: round(v, 3) for k, v in t.items()},
+        "mb_per_s": {k: round(size / 1e6 / v, 1) for k, v in t.items() if v > 0},
+    }
 
 
 def main() -> None:
@@ -335,17 +355,27 @@ def main() -> None:
     info = json.loads(info_file.read_text())
     items = list(load_dataset_file(bundled_path()).items)
     shards = sorted(str(p) for p in corpus_dir.glob("*.jsonl"))
-    res = {"corpus": info, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                        "platform": platform.platform()}}
+    res = {
+        "corpus": info,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    }
     res["profile"] = micro_profile(corpus_dir, items)
     runs = {}
     for workers, subset in ((1, shards), (2, shards), (2, shards[: max(1, len(shards) // 4)])):
         key = f"{workers}w-{len(subset)}shards"
         rep, wall, l0, l1 = timed_scan(subset, args.work / f"scan-{key}", workers, tasks=len(subset))
-        runs[key] = {"workers": workers, "shards": len(subset), "bytes": rep["totals"]["bytes"],
-                     "documents": rep["totals"]["documents_scanned"], "words": rep["totals"]["words"],
-                     "flagged": rep["totals"]["documents_flagged"], "dirty": rep["totals"]["dirty"],
-                     "timing": rep["timing"], "wall_s": round(wall, 1), "loadavg_before_after": [l0, l1]}
+        runs[key] = {
+            "workers": workers,
+            "shards": len(subset),
+            "bytes": rep["totals"]["bytes"],
+            "documents": rep["totals"]["documents_scanned"],
+            "words": rep["totals"]["words"],
+            "flagged": rep["totals"]["documents_flagged"],
+            "dirty": rep["totals"]["dirty"],
+            "timing": rep["timing"],
+            "wall_s": round(wall, 1),
+            "loadavg_before_after": [l0, l1],
+        }
         print(key, json.dumps(runs[key]), flush=True)
     res["runs"] = runs
     res["planted"] = recall_precision(args.work, corpus_dir, items, args.background)

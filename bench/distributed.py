@@ -39,12 +39,19 @@ def gemm_rate(threads: int, hidden: int = 576, inter: int = 1536, tokens: int = 
     """FLOP/s of SmolLM2-sized projections (q/k/v/o, gate/up/down) on `tokens` rows."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
-    shapes = [(hidden, hidden), (192, hidden), (192, hidden), (hidden, hidden), (inter, hidden), (inter, hidden),
-              (hidden, inter)]
+    shapes = [
+        (hidden, hidden),
+        (192, hidden),
+        (192, hidden),
+        (hidden, hidden),
+        (inter, hidden),
+        (inter, hidden),
+        (hidden, inter),
+    ]
     flops = seconds = 0.0
     for out_f, in_f in shapes:
         w, x = torch.randn(out_f, in_f), torch.randn(tokens, in_f)
-        seconds += timed(lambda: torch.nn.functional.linear(x, w))
+        seconds += timed(lambda x=x, w=w: torch.nn.functional.linear(x, w))
         flops += 2.0 * tokens * out_f * in_f
     torch.set_num_threads(before)
     return flops / seconds
@@ -62,8 +69,19 @@ def run(kind: str, model: str, out: Path, limit: int | None) -> dict:
     if kind == "1x2":
         cmd = [sys.executable, str(ROOT / "benchmark.py"), *flags, "--threads", "2"]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-               str(free_port()), str(ROOT / "benchmark.py"), *flags, "--threads", "1"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port()),
+            str(ROOT / "benchmark.py"),
+            *flags,
+            "--threads",
+            "1",
+        ]
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     wall = time.perf_counter() - t
@@ -74,8 +92,11 @@ def run(kind: str, model: str, out: Path, limit: int | None) -> dict:
 
 
 def agree(a: dict, b: dict) -> tuple[float, int, bool]:
-    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
-                for x, y in zip(i["choices"], j["choices"]))
+    worst = max(
+        abs(x["logprob"] - y["logprob"])
+        for i, j in zip(a["items"], b["items"])
+        for x, y in zip(i["choices"], j["choices"])
+    )
     differ = sum(i["prediction"] != j["prediction"] for i, j in zip(a["items"], b["items"]))
     return worst, differ, a["results"] == b["results"]
 
@@ -100,23 +121,32 @@ def main(argv=None) -> int:
             ratio = pair["2x1"]["scoring_s"] / pair["1x2"]["scoring_s"]
             overheads.append(ratio - 1)
             normalised.append(ratio * pair["2x1"]["gemm_tflops"] / pair["1x2"]["gemm_tflops"] - 1)
-            print(f"round {r + 1}: 2x1 / 1x2 scoring time {ratio:.3f}; max |Δ logprob| {worst:.1e}, "
-                  f"{differ} predictions differ, results identical: {same}", file=sys.stderr)
+            print(
+                f"round {r + 1}: 2x1 / 1x2 scoring time {ratio:.3f}; max |Δ logprob| {worst:.1e}, "
+                f"{differ} predictions differ, results identical: {same}",
+                file=sys.stderr,
+            )
     n = len(rows[0][1]["report"]["items"])
     print(f"Machine: {machine()}\n")
     print(f"Model: `{Path(args.model).name}`, float32, {n} items of the bundled set, batch 8.\n")
-    print("| round | ranks × threads | wall s (whole command) | model load s | scoring s | rank 0 waiting in "
-          "the exchange s | items/s | GEMM TFLOP/s (2 threads) just before |")
+    print(
+        "| round | ranks × threads | wall s (whole command) | model load s | scoring s | rank 0 waiting in "
+        "the exchange s | items/s | GEMM TFLOP/s (2 threads) just before |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for r, res in rows:
-        print(f"| {r} | {res['kind'].replace('x', ' × ')} | {res['wall_s']:.1f} | {res['model_load_s']:.1f} | "
-              f"{res['scoring_s']:.1f} | {res.get('rank_wait_s', 0):.1f} | {res['items_per_s']:.2f} | "
-              f"{res['gemm_tflops']:.3f} |")
+        print(
+            f"| {r} | {res['kind'].replace('x', ' × ')} | {res['wall_s']:.1f} | {res['model_load_s']:.1f} | "
+            f"{res['scoring_s']:.1f} | {res.get('rank_wait_s', 0):.1f} | {res['items_per_s']:.2f} | "
+            f"{res['gemm_tflops']:.3f} |"
+        )
     med, med_n = statistics.median(overheads), statistics.median(normalised)
-    print(f"\nOverhead of 2 ranks × 1 thread over 1 process × 2 threads (scoring time): "
-          f"{', '.join(f'{o:+.1%}' for o in overheads)}; median {med:+.1%} "
-          f"(normalised by the GEMM rate before each run: median {med_n:+.1%}). Target ≤ +10%: "
-          f"{'met' if med <= 0.10 else 'MISSED'}.")
+    print(
+        f"\nOverhead of 2 ranks × 1 thread over 1 process × 2 threads (scoring time): "
+        f"{', '.join(f'{o:+.1%}' for o in overheads)}; median {med:+.1%} "
+        f"(normalised by the GEMM rate before each run: median {med_n:+.1%}). Target ≤ +10%: "
+        f"{'met' if med <= 0.10 else 'MISSED'}."
+    )
     return 0
 
 

@@ -14,10 +14,18 @@ import time
 
 import torch
 
-from base_bench.items.dataset import load_dataset_file
 from base_bench.backends.transformers import load_model
+from base_bench.engine.scoring import (
+    PackedScorer,
+    PlainScorer,
+    encode_item,
+    max_abs_diff,
+    model_window,
+    score_in_batches,
+    score_reference,
+)
+from base_bench.items.dataset import load_dataset_file
 from base_bench.items.records import pick
-from base_bench.engine.scoring import PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_in_batches, score_reference
 
 
 def main() -> None:

@@ -91,7 +91,7 @@ def child(args) -> dict:
                 x = np.ctypeslib.as_array(L.llama_get_logits(ctx), shape=(len(wanted), n_vocab)).astype(np.float64)
                 lse = x.max(1) + np.log(np.exp(x - x.max(1)[:, None]).sum(1))
                 got = [x[i, t] - lse[i] for i, ts in enumerate(wanted) for t in ts]
-                out += got[:sum(len(t) for t in wanted[: n_want])] if padded and n_want == 1 else got
+                out += got[: sum(len(t) for t in wanted[:n_want])] if padded and n_want == 1 else got
             if padded:
                 L.llama_memory_seq_rm(mem, pad_seq, -1, -1)
         return out
@@ -126,7 +126,7 @@ def child(args) -> dict:
         c = context(4 * per + 1, cells * per + 2)
         got, t = [], time.perf_counter()
         for s in range(0, len(items), per):
-            group = items[s:s + per]
+            group = items[s : s + per]
             rows, owner = [], []
             for g, it in enumerate(group):
                 r, o = shared_rows(it, 4 * g)
@@ -140,8 +140,12 @@ def child(args) -> dict:
             got += [[sums[(4 * g, k)] for k in range(len(it["continuations"]))] for g, it in enumerate(group)]
         d = np.abs(np.array([x for r in got for x in r]) - np.array([x for r in plain for x in r]))
         off = sum(1 for a, b in zip(got, plain) if max(abs(x - y) for x, y in zip(a, b)) > 1e-5)
-        out[f"{per}/dec"] = {"max": float(d.max()), "median": float(np.median(d)), "items_off": off,
-                             "seconds": time.perf_counter() - t}
+        out[f"{per}/dec"] = {
+            "max": float(d.max()),
+            "median": float(np.median(d)),
+            "items_off": off,
+            "seconds": time.perf_counter() - t,
+        }
     out.pop("plain")
     return out
 
@@ -168,21 +172,42 @@ def main(argv=None) -> int:
     items = load_dataset_file(ROOT / "data" / "test.jsonl").items[: args.limit]
     encs = [encode_item(tok, it) for it in items]
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"llama-kernels-{os.getpid()}.json"
-    tmp.write_text(json.dumps([{"context": list(e.context), "continuations": [list(c) for c in e.continuations]}
-                               for e in encs]))
+    tmp.write_text(
+        json.dumps([{"context": list(e.context), "continuations": [list(c) for c in e.continuations]} for e in encs])
+    )
     results = {}
     try:
         for name in args.configs.split(","):
-            res = subprocess.run([sys.executable, __file__, "--model", args.model, "--config", name, "--items", str(tmp),
-                                  "--threads", str(args.threads)], capture_output=True, text=True)
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--model",
+                    args.model,
+                    "--config",
+                    name,
+                    "--items",
+                    str(tmp),
+                    "--threads",
+                    str(args.threads),
+                ],
+                capture_output=True,
+                text=True,
+            )
             if res.returncode != 0:
                 raise SystemExit(f"{name}: {res.stderr[-500:]}")
             results[name] = json.loads(res.stdout.strip().splitlines()[-1])
             print(name, json.dumps(results[name]), flush=True)
     finally:
         tmp.unlink(missing_ok=True)
-    doc = {"model": Path(args.model).name, "items": len(items), "threads": args.threads,
-           "date": time.strftime("%Y-%m-%d"), "configs": {k: CONFIGS[k] for k in results}, "results": results}
+    doc = {
+        "model": Path(args.model).name,
+        "items": len(items),
+        "threads": args.threads,
+        "date": time.strftime("%Y-%m-%d"),
+        "configs": {k: CONFIGS[k] for k in results},
+        "results": results,
+    }
     if args.out:
         Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(render(doc))
@@ -190,12 +215,17 @@ def main(argv=None) -> int:
 
 
 def render(doc: dict) -> str:
-    lines = [f"{doc['model']}, first {doc['items']} bundled items, {doc['threads']} thread(s); |delta| per choice "
-             "against one sequence per choice (nats), and items off by more than 1e-5:", "",
-             "| kernels | 1 item per decode: max / median / items off | 8 per decode | 32 per decode |",
-             "|---|---|---|---|"]
+    lines = [
+        f"{doc['model']}, first {doc['items']} bundled items, {doc['threads']} thread(s); |delta| per choice "
+        "against one sequence per choice (nats), and items off by more than 1e-5:",
+        "",
+        "| kernels | 1 item per decode: max / median / items off | 8 per decode | 32 per decode |",
+        "|---|---|---|---|",
+    ]
     for name, r in doc["results"].items():
-        cells = [f"{r[k]['max']:.2g} / {r[k]['median']:.2g} / {r[k]['items_off']}" for k in ("1/dec", "8/dec", "32/dec")]
+        cells = [
+            f"{r[k]['max']:.2g} / {r[k]['median']:.2g} / {r[k]['items_off']}" for k in ("1/dec", "8/dec", "32/dec")
+        ]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     def once() -> float:
         t = time.perf_counter()
         for s in range(0, len(tokens), args.prompt):
-            chunk = tokens[s:s + args.prompt]
+            chunk = tokens[s : s + args.prompt]
             L.llama_memory_clear(mem, False)
             n = len(chunk)
             batch.n_tokens = n
@@ -71,8 +71,19 @@ def main(argv=None) -> int:
 
     once()  # warm-up: page the weights in
     best = min(once() for _ in range(args.repeat))
-    print(json.dumps({"tokens": len(tokens), "seconds": best, "tokens_per_s": len(tokens) / best,
-                      "prompt": args.prompt, "ubatch": args.ubatch, "pinned": args.pinned, "threads": args.threads}))
+    print(
+        json.dumps(
+            {
+                "tokens": len(tokens),
+                "seconds": best,
+                "tokens_per_s": len(tokens) / best,
+                "prompt": args.prompt,
+                "ubatch": args.ubatch,
+                "pinned": args.pinned,
+                "threads": args.threads,
+            }
+        )
+    )
     L.llama_batch_free(batch)
     L.llama_free(ctx)
     L.llama_model_free(model)

@@ -71,8 +71,13 @@ print(json.dumps({"import_s": t_import, "fingerprint_s": t_locate, "load_s": t_l
 def child(model: str, dtype: str, threads: int, use_cache: bool, cache_dir: str) -> dict:
     env = {**os.environ, "BASE_BENCH_CACHE": cache_dir, "PYTHONPATH": str(ROOT)}
     t = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", CHILD, model, dtype, str(threads), "1" if use_cache else "0"],
-                       capture_output=True, text=True, env=env, cwd=ROOT)
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, model, dtype, str(threads), "1" if use_cache else "0"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     wall = time.perf_counter() - t
     if p.returncode != 0:
         sys.exit(f"child failed:\n{p.stderr[-3000:]}")
@@ -138,25 +143,34 @@ def main() -> None:
 
     gguf_size = Path(model).stat().st_size
     print(f"# GGUF load time: {Path(model).name} ({gguf_size / 1e6:.0f} MB), {args.dtype}, {args.threads} threads\n")
-    print(f"Machine: {cpu_name()}, {os.cpu_count()} logical CPUs, {ram_gib()} GiB RAM, "
-          f"{platform.system()} {platform.release()}; python {platform.python_version()}; "
-          f"date {time.strftime('%Y-%m-%d %H:%M')}; command: python bench/load.py "
-          + " ".join(sys.argv[1:]) + "\n")
-    print("| load | cache | load s (timing.model_load_s) | tokenizer s | model s | entry check s | write entry s "
-          "| fingerprint s | imports s | whole process s |")
+    print(
+        f"Machine: {cpu_name()}, {os.cpu_count()} logical CPUs, {ram_gib()} GiB RAM, "
+        f"{platform.system()} {platform.release()}; python {platform.python_version()}; "
+        f"date {time.strftime('%Y-%m-%d %H:%M')}; command: python bench/load.py " + " ".join(sys.argv[1:]) + "\n"
+    )
+    print(
+        "| load | cache | load s (timing.model_load_s) | tokenizer s | model s | entry check s | write entry s "
+        "| fingerprint s | imports s | whole process s |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rows:
-        print(f"| {name} | {r['cache']['status']} | {r['load_s']:.2f} | {r['tokenizer_s']:.2f} | {r['model_s']:.2f} | "
-              f"{r['check_s']:.2f} | {r['write_s']:.2f} | {r['fingerprint_s']:.2f} | {r['import_s']:.2f} | "
-              f"{r['process_s']:.2f} |")
+        print(
+            f"| {name} | {r['cache']['status']} | {r['load_s']:.2f} | {r['tokenizer_s']:.2f} | {r['model_s']:.2f} | "
+            f"{r['check_s']:.2f} | {r['write_s']:.2f} | {r['fingerprint_s']:.2f} | {r['import_s']:.2f} | "
+            f"{r['process_s']:.2f} |"
+        )
     hits = [r["load_s"] for _, r in rows[2:]]
-    print(f"\nSecond load: median {statistics.median(hits):.2f} s over {len(hits)} (target <= 5 s); "
-          f"first load {rows[1][1]['load_s']:.2f} s; without the cache {rows[0][1]['load_s']:.2f} s.")
+    print(
+        f"\nSecond load: median {statistics.median(hits):.2f} s over {len(hits)} (target <= 5 s); "
+        f"first load {rows[1][1]['load_s']:.2f} s; without the cache {rows[0][1]['load_s']:.2f} s."
+    )
     print(f"Same last-token logits in every load: {same}.")
     total = sum(files.values())
     weights = sum(v for k, v in files.items() if k.endswith(".safetensors"))
-    print(f"\nCache entry ({args.dtype}): {total / 1e6:.1f} MB in {len(files)} files ({on_disk / 1e6:.1f} MB on disk): "
-          + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in files.items()))
+    print(
+        f"\nCache entry ({args.dtype}): {total / 1e6:.1f} MB in {len(files)} files ({on_disk / 1e6:.1f} MB on disk): "
+        + ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in files.items())
+    )
     if args.dtype == "float32":
         half = total - weights + weights // 2
         print(f"In bfloat16 or float16 the weights take half: about {half / 1e6:.0f} MB for the entry.")

@@ -72,11 +72,15 @@ def api(args) -> int:
     extra, rep = _extra_peak(lambda: evaluate(model, tok, batch_size=args.batch_size, progress=False))
     wall = time.perf_counter() - t
     size = model_size(model)["bytes_in_memory"]
-    print(f"memory --api: evaluate() on {len(rep['items'])} items, batch {args.batch_size}, {args.threads} threads, "
-          f"{wall:.0f} s; model {size / 1e9:.2f} GB in memory")
+    print(
+        f"memory --api: evaluate() on {len(rep['items'])} items, batch {args.batch_size}, {args.threads} threads, "
+        f"{wall:.0f} s; model {size / 1e9:.2f} GB in memory"
+    )
     print(f"  extra peak RSS during evaluate(): {extra / 1e6:.0f} MB")
-    print(f"  extra peak RSS of one forward of the longest batch ({len(first)} items, "
-          f"{max(e.packed_length for e in first)} tokens per row): {one_batch / 1e6:.0f} MB")
+    print(
+        f"  extra peak RSS of one forward of the longest batch ({len(first)} items, "
+        f"{max(e.packed_length for e in first)} tokens per row): {one_batch / 1e6:.0f} MB"
+    )
     print(f"  ratio: {extra / max(one_batch, 1):.2f}; extra as a share of the model: {extra / size:.1%}")
     return 0
 
@@ -92,8 +96,19 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.api:
         return api(args)
-    cmd = [sys.executable, str(ROOT / "benchmark.py"), "--local-data", str(ROOT), "--device", "cpu",
-           "--model", args.model, "--out-dir", args.out_dir, *args.extra]
+    cmd = [
+        sys.executable,
+        str(ROOT / "benchmark.py"),
+        "--local-data",
+        str(ROOT),
+        "--device",
+        "cpu",
+        "--model",
+        args.model,
+        "--out-dir",
+        args.out_dir,
+        *args.extra,
+    ]
     t = time.perf_counter()
     rc = subprocess.call(cmd, cwd=ROOT)
     wall = time.perf_counter() - t
@@ -107,10 +122,12 @@ def main(argv=None) -> int:
     else:
         what, model_bytes, budget = "model in memory", config["model"]["bytes_in_memory"], BUDGET_OVER_MODEL
     ok = peak <= model_bytes + budget
-    print(f"memory: peak RSS {peak / 1e9:.2f} GB; {what} {model_bytes / 1e9:.2f} GB; "
-          f"peak - model = {(peak - model_bytes) / 1e9:.2f} GB (budget {budget / 1e9:.2f} GB): "
-          f"{'within' if ok else 'OVER'}; backend {config.get('backend', 'transformers')}; "
-          f"run took {wall:.0f} s, out-dir {args.out_dir}")
+    print(
+        f"memory: peak RSS {peak / 1e9:.2f} GB; {what} {model_bytes / 1e9:.2f} GB; "
+        f"peak - model = {(peak - model_bytes) / 1e9:.2f} GB (budget {budget / 1e9:.2f} GB): "
+        f"{'within' if ok else 'OVER'}; backend {config.get('backend', 'transformers')}; "
+        f"run took {wall:.0f} s, out-dir {args.out_dir}"
+    )
     return 0 if ok else 1
 
 

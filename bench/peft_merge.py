@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from base_bench import evaluate  # noqa: E402
 from base_bench.backends.transformers import load_model  # noqa: E402
+
 from tiny import CORPUS  # noqa: E402
 
 
@@ -51,8 +52,10 @@ def main() -> None:
     tok = loaded.tokenizer
     base = evaluate(loaded.model, tok, limit=args.limit, progress=False)
     torch.manual_seed(0)
-    pm = get_peft_model(loaded.model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
-                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
+    pm = get_peft_model(
+        loaded.model,
+        LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM"),
+    )
     opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=1e-3)
     batch = [torch.tensor([tok(s)["input_ids"]]) for s in CORPUS[:8]]
     pm.train()
@@ -67,8 +70,10 @@ def main() -> None:
     print(f"LoRA vs base:   {against(lora, base)}")
     print(f"LoRA vs merged: {against(lora, merged)}")
     print(f"scorer {lora['config']['scorer']}, packing check {lora['config']['packing_check']}")
-    print(f"Elo: LoRA {lora['results']['overall']['elo']:.1f}, base {base['results']['overall']['elo']:.1f}, "
-          f"merged {merged['results']['overall']['elo']:.1f}")
+    print(
+        f"Elo: LoRA {lora['results']['overall']['elo']:.1f}, base {base['results']['overall']['elo']:.1f}, "
+        f"merged {merged['results']['overall']['elo']:.1f}"
+    )
 
 
 if __name__ == "__main__":

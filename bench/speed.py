@@ -41,11 +41,22 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from base_bench.engine.batching import CPU_AUTO  # noqa: E402
-from base_bench.items.dataset import load_dataset_file  # noqa: E402
 from base_bench.backends.transformers import load_model  # noqa: E402
+from base_bench.engine.batching import CPU_AUTO  # noqa: E402
+from base_bench.engine.scoring import (  # noqa: E402
+    CachedScorer,
+    PackedScorer,
+    check_packing,
+    encode_item,
+    length_order,
+    max_abs_diff,
+    model_window,
+    packing_probe,
+    score_in_batches,
+    score_reference,
+)
+from base_bench.items.dataset import load_dataset_file  # noqa: E402
 from base_bench.items.records import ChoiceScore, pick  # noqa: E402
-from base_bench.engine.scoring import CachedScorer, PackedScorer, check_packing, encode_item, length_order, max_abs_diff, model_window, packing_probe, score_in_batches, score_reference
 
 
 def machine() -> str:
@@ -61,14 +72,18 @@ def machine() -> str:
         pass
     mem = ""
     try:
-        kb = int(next(l for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal")).split()[1])
+        kb = int(
+            next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1]
+        )
         mem = f", {kb / 2**20:.0f} GiB RAM"
     except (OSError, StopIteration, ValueError):
         pass
     simd = ", ".join(sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))) or "n/a"
-    return (f"{cpu}, {os.cpu_count()} logical CPUs{mem}, {platform.system()} {platform.machine()}; "
-            f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels), "
-            f"torch threads {torch.get_num_threads()}; CPU flags: {simd}")
+    return (
+        f"{cpu}, {os.cpu_count()} logical CPUs{mem}, {platform.system()} {platform.machine()}; "
+        f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels), "
+        f"torch threads {torch.get_num_threads()}; CPU flags: {simd}"
+    )
 
 
 def timed(fn, repeat=5):
@@ -88,7 +103,7 @@ def gemm_rate(model, dtype, tokens=1024) -> float:
     for lin in linears:
         w = lin.weight.detach().to(dtype)
         x = torch.randn(tokens, w.shape[1], dtype=dtype)
-        seconds += timed(lambda: torch.nn.functional.linear(x, w))
+        seconds += timed(lambda x=x, w=w: torch.nn.functional.linear(x, w))
         flops += 2.0 * tokens * w.numel()
     return flops / seconds
 
@@ -97,8 +112,9 @@ def flop_count(model, encs) -> dict:
     """FLOPs of scoring `encs` with each context computed once, and with each choice recomputing it."""
     cfg = model.config
     head = model.get_output_embeddings().weight
-    linear_params = sum(m.weight.numel() for m in model.modules()
-                        if isinstance(m, torch.nn.Linear) and m.weight is not head)
+    linear_params = sum(
+        m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) and m.weight is not head
+    )
     layers = cfg.num_hidden_layers
     qk_dim = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
     once = recompute = 0.0
@@ -111,8 +127,7 @@ def flop_count(model, encs) -> dict:
         head_each = sum(len(c) for c in e.continuations)
         attn = 4.0 * layers * qk_dim  # QK^T and AV, 2 FLOPs per multiply-add
         once += 2.0 * linear_params * e.packed_length + attn * pairs_once + 2.0 * head.numel() * head_once
-        recompute += (2.0 * linear_params * sum(L + n for n in fed) + attn * pairs_each
-                      + 2.0 * head.numel() * head_each)
+        recompute += 2.0 * linear_params * sum(L + n for n in fed) + attn * pairs_each + 2.0 * head.numel() * head_each
     return {"once": once, "recompute": recompute, "linear_params": linear_params}
 
 
@@ -121,8 +136,11 @@ def lm_eval_scores(model, tok, items, batch_size):
     from lm_eval.models.huggingface import HFLM
 
     lm = HFLM(pretrained=model, tokenizer=tok, batch_size=batch_size, device=str(next(model.parameters()).device))
-    reqs = [Instance("loglikelihood", {}, (it.context, c), i * 4 + k)
-            for i, it in enumerate(items) for k, c in enumerate(it.continuations)]
+    reqs = [
+        Instance("loglikelihood", {}, (it.context, c), i * 4 + k)
+        for i, it in enumerate(items)
+        for k, c in enumerate(it.continuations)
+    ]
     t = time.perf_counter()
     out = lm.loglikelihood(reqs, disable_tqdm=True)
     seconds = time.perf_counter() - t
@@ -161,16 +179,24 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
     check_s = time.perf_counter() - t
     t = time.perf_counter()
     shared = score_in_batches(scorer, encs, CPU_AUTO)
-    out["llama.cpp backend (shared context)"] = dict(seconds=time.perf_counter() - t, scores=shared, rate=rate,
-                                                   fed=scorer.counts["tokens"] + scorer.counts["pads"])
-    print(f"llama.cpp shared: {out['llama.cpp backend (shared context)']['seconds']:.1f} s "
-          f"(+{check_s:.1f} s start-up check)", flush=True)
+    out["llama.cpp backend (shared context)"] = dict(
+        seconds=time.perf_counter() - t, scores=shared, rate=rate, fed=scorer.counts["tokens"] + scorer.counts["pads"]
+    )
+    print(
+        f"llama.cpp shared: {out['llama.cpp backend (shared context)']['seconds']:.1f} s "
+        f"(+{check_s:.1f} s start-up check)",
+        flush=True,
+    )
     rate = gemm()
     plain_scorer = PlainScorer(backend, 64)
     t = time.perf_counter()
     plain = score_in_batches(plain_scorer, encs, CPU_AUTO)
-    out["llama.cpp plain (one sequence per choice)"] = dict(seconds=time.perf_counter() - t, scores=plain, rate=rate,
-                                                          fed=plain_scorer.counts["tokens"] + plain_scorer.counts["pads"])
+    out["llama.cpp plain (one sequence per choice)"] = dict(
+        seconds=time.perf_counter() - t,
+        scores=plain,
+        rate=rate,
+        fed=plain_scorer.counts["tokens"] + plain_scorer.counts["pads"],
+    )
     print(f"llama.cpp plain: {out['llama.cpp plain (one sequence per choice)']['seconds']:.1f} s", flush=True)
     system, version = backend.describe()["llama_cpp"]["system_info"], backend.versions()["llama-cpp-python"]
     del scorer, plain_scorer
@@ -182,9 +208,22 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
         path.write_text(json.dumps(fed_tokens))
         for name, extra in (("pinned", ["--pinned"]), ("defaults", [])):
             rate = gemm()
-            res = subprocess.run([sys.executable, str(ROOT / "bench" / "llama_pp.py"), "--model", args.model, "--tokens",
-                                  str(path), "--threads", str(args.threads), *extra], capture_output=True, text=True,
-                                 check=True)
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "bench" / "llama_pp.py"),
+                    "--model",
+                    args.model,
+                    "--tokens",
+                    str(path),
+                    "--threads",
+                    str(args.threads),
+                    *extra,
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             pp[name] = dict(json.loads(res.stdout.strip().splitlines()[-1]), rate=rate)
             print(f"llama.cpp pp ({name}): {pp[name]['tokens_per_s']:.0f} tokens/s", flush=True)
     shared_row = out["llama.cpp backend (shared context)"]
@@ -202,14 +241,21 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
     ]
     for name, r in out.items():
         changed = sum(a != b for a, b in zip(ref_pred, (pick(s) for s in r["scores"])))
-        lines.append(f"| {name} | {r['seconds']:.1f} | {r['fed']} | {r['fed'] / r['seconds']:.0f} | "
-                     f"{r['rate'] / 1e12:.3f} | {max_abs_diff(r['scores'], plain):.1e} | "
-                     f"{max_abs_diff(r['scores'], reference):.2f} | {changed} of {len(encs)} |")
+        lines.append(
+            f"| {name} | {r['seconds']:.1f} | {r['fed']} | {r['fed'] / r['seconds']:.0f} | "
+            f"{r['rate'] / 1e12:.3f} | {max_abs_diff(r['scores'], plain):.1e} | "
+            f"{max_abs_diff(r['scores'], reference):.2f} | {changed} of {len(encs)} |"
+        )
     for name, r in pp.items():
-        what = ("llama.cpp pp, base-bench's pinned kernels (48-token micro-batches)" if name == "pinned" else
-                "llama.cpp pp, llama.cpp's defaults (llama-bench pp512)")
-        lines.append(f"| {what} | {r['seconds']:.1f} | {r['tokens']} | {r['tokens_per_s']:.0f} | "
-                     f"{r['rate'] / 1e12:.3f} | n/a | n/a | n/a |")
+        what = (
+            "llama.cpp pp, base-bench's pinned kernels (48-token micro-batches)"
+            if name == "pinned"
+            else "llama.cpp pp, llama.cpp's defaults (llama-bench pp512)"
+        )
+        lines.append(
+            f"| {what} | {r['seconds']:.1f} | {r['tokens']} | {r['tokens_per_s']:.0f} | "
+            f"{r['rate'] / 1e12:.3f} | n/a | n/a | n/a |"
+        )
     lines += [
         "",
         f"- start-up check: {check_s:.1f} s, shared vs plain on {len(check['checked_items'])} items: "
@@ -230,9 +276,12 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, help="only the first N items (a quick look; RESULTS.md wants all)")
     p.add_argument("--lm-eval-batch-sizes", default="1,4,16,64")
     p.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
-    p.add_argument("--methods", default=",".join(METHODS),
-                   help=f"comma-separated, of {','.join(METHODS)} (default: all); the loop is the reference when run, "
-                        "else the runner")
+    p.add_argument(
+        "--methods",
+        default=",".join(METHODS),
+        help=f"comma-separated, of {','.join(METHODS)} (default: all); the loop is the reference when run, "
+        "else the runner",
+    )
     args = p.parse_args(argv)
     methods = set(args.methods.split(","))
     if methods - set(METHODS) or "runner" not in methods:
@@ -252,8 +301,11 @@ def main(argv=None) -> int:
     rate16 = gemm_rate(model, torch.bfloat16)
     fl = flop_count(model, encs)
     floor = fl["once"] / rate32
-    print(f"GEMM float32 {rate32 / 1e12:.3f} TFLOP/s, bfloat16 {rate16 / 1e12:.3f} TFLOP/s; "
-          f"{fl['once'] / 1e12:.2f} TFLOP with each context once -> floor {floor:.1f} s", flush=True)
+    print(
+        f"GEMM float32 {rate32 / 1e12:.3f} TFLOP/s, bfloat16 {rate16 / 1e12:.3f} TFLOP/s; "
+        f"{fl['once'] / 1e12:.2f} TFLOP with each context once -> floor {floor:.1f} s",
+        flush=True,
+    )
 
     rows = {}
 
@@ -272,9 +324,14 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     packed = score_in_batches(PackedScorer(model, pad), encs, CPU_AUTO)
     score_s = time.perf_counter() - t
-    record("runner (packed)", CPU_AUTO, check_s + score_s, packed,
-           f"{score_s:.1f} s scoring plus {check_s:.1f} s start-up packing check on 2 items (a median-length and the shortest) "
-           f"(ok={ok}, max delta vs plain {diff:.1e})")
+    record(
+        "runner (packed)",
+        CPU_AUTO,
+        check_s + score_s,
+        packed,
+        f"{score_s:.1f} s scoring plus {check_s:.1f} s start-up packing check on 2 items (a median-length and the shortest) "
+        f"(ok={ok}, max delta vs plain {diff:.1e})",
+    )
     if "kv-cache" in methods:
         t = time.perf_counter()
         cached = score_in_batches(CachedScorer(model, pad), encs, CPU_AUTO)
@@ -294,8 +351,13 @@ def main(argv=None) -> int:
             print(f"lm-eval trial, batch {bs}: {trials[bs]:.1f} s on {len(sub)} items", flush=True)
         best = min(trials, key=trials.get)
         seconds, scores = lm_eval_scores(model, tok, items, best)
-        record("lm-eval HFLM", best, seconds, scores,
-               "batch sizes tried on the first 40 items: " + ", ".join(f"{b}: {s:.1f} s" for b, s in trials.items()))
+        record(
+            "lm-eval HFLM",
+            best,
+            seconds,
+            scores,
+            "batch sizes tried on the first 40 items: " + ", ".join(f"{b}: {s:.1f} s" for b, s in trials.items()),
+        )
 
     if "bfloat16" in methods:
         model.to(torch.bfloat16)
@@ -304,8 +366,11 @@ def main(argv=None) -> int:
         record("runner bfloat16", CPU_AUTO, time.perf_counter() - t, b16)
         model.to(torch.float32)
 
-    llama_lines = llama_rows(args, encs, loop, rate_now, lambda: gemm_rate(model, torch.float32)) \
-        if "llama.cpp" in methods else []
+    llama_lines = (
+        llama_rows(args, encs, loop, rate_now, lambda: gemm_rate(model, torch.float32))
+        if "llama.cpp" in methods
+        else []
+    )
 
     lm_s = rows["lm-eval HFLM"]["seconds"] if "lm-eval HFLM" in rows else None
     loop_pred = [pick(s) for s in loop]
@@ -319,44 +384,52 @@ def main(argv=None) -> int:
         changed = sum(a != b for a, b in zip(loop_pred, (pick(s) for s in r["scores"])))
         fl_s = fl["once"] / r["rate"]
         over_lm = f"{lm_s / r['seconds']:.2f}" if lm_s else "n/a"
-        lines.append(f"| {name} | {r['batch']} | {r['seconds']:.1f} | {pair_tokens / r['seconds']:.0f} | "
-                     f"{r['rate'] / 1e12:.3f} | {fl_s:.1f} | {r['seconds'] / fl_s:.2f} | {over_lm} | "
-                     f"{max_abs_diff(r['scores'], loop):.1e} | {changed} of {len(items)} |")
+        lines.append(
+            f"| {name} | {r['batch']} | {r['seconds']:.1f} | {pair_tokens / r['seconds']:.0f} | "
+            f"{r['rate'] / 1e12:.3f} | {fl_s:.1f} | {r['seconds'] / fl_s:.2f} | {over_lm} | "
+            f"{max_abs_diff(r['scores'], loop):.1e} | {changed} of {len(items)} |"
+        )
     b16_line = []
     if "runner bfloat16" in rows:
         b16_changed = sum(pick(a) != pick(b) for a, b in zip(packed, rows["runner bfloat16"]["scores"]))
-        b16_line = [f"bfloat16 vs float32 (runner, batch {CPU_AUTO}): "
-                    f"{rows['runner (packed)']['seconds'] / rows['runner bfloat16']['seconds']:.2f}× the float32 speed; "
-                    f"{b16_changed} of {len(items)} predictions change "
-                    f"({100 * (1 - b16_changed / len(items)):.1f}% unchanged).", ""]
+        b16_line = [
+            f"bfloat16 vs float32 (runner, batch {CPU_AUTO}): "
+            f"{rows['runner (packed)']['seconds'] / rows['runner bfloat16']['seconds']:.2f}× the float32 speed; "
+            f"{b16_changed} of {len(items)} predictions change "
+            f"({100 * (1 - b16_changed / len(items)):.1f}% unchanged).",
+            "",
+        ]
     notes = [f"- {name}: {r['note']}" for name, r in rows.items() if r["note"]]
-    text = "\n".join([
-        "# Scoring speed: base-bench vs the card-literal loop vs lm-evaluation-harness",
-        "",
-        f"Written by `python bench/speed.py --model {Path(args.model).name} --threads {args.threads}"
-        + (f" --limit {args.limit}" if args.limit else "")
-        + (f" --methods {args.methods}" if methods != set(METHODS) else "") + f"` on {time.strftime('%Y-%m-%d')}.",
-        "",
-        f"Machine: {machine()}.",
-        "",
-        f"Model: `{Path(args.model).name}`, float32 on the CPU; {len(items)} items, {sum(len(e.continuations) for e in encs)} "
-        f"pairs, {pair_tokens} pair tokens (context + continuation over all pairs), "
-        f"{sum(e.packed_length for e in encs)} tokens with each context once.",
-        "",
-        f"GEMM rate (one decoder layer's projections on 1,024 tokens) at the start: float32 {rate32 / 1e12:.3f} "
-        f"TFLOP/s, bfloat16 {rate16 / 1e12:.3f} TFLOP/s. This machine's speed drifts by tens of percent over "
-        f"minutes, so the float32 rate is measured again right before each method, and each method's floor "
-        f"uses that rate.",
-        f"FLOPs: {fl['once'] / 1e12:.2f} TFLOP with each context once, {fl['recompute'] / 1e12:.2f} TFLOP when every "
-        f"pair recomputes its context. Floor at the starting rate: {floor:.1f} s (float32).",
-        "",
-        *lines,
-        "",
-        *b16_line,
-        *notes,
-        "",
-        *llama_lines,
-    ])
+    text = "\n".join(
+        [
+            "# Scoring speed: base-bench vs the card-literal loop vs lm-evaluation-harness",
+            "",
+            f"Written by `python bench/speed.py --model {Path(args.model).name} --threads {args.threads}"
+            + (f" --limit {args.limit}" if args.limit else "")
+            + (f" --methods {args.methods}" if methods != set(METHODS) else "")
+            + f"` on {time.strftime('%Y-%m-%d')}.",
+            "",
+            f"Machine: {machine()}.",
+            "",
+            f"Model: `{Path(args.model).name}`, float32 on the CPU; {len(items)} items, {sum(len(e.continuations) for e in encs)} "
+            f"pairs, {pair_tokens} pair tokens (context + continuation over all pairs), "
+            f"{sum(e.packed_length for e in encs)} tokens with each context once.",
+            "",
+            f"GEMM rate (one decoder layer's projections on 1,024 tokens) at the start: float32 {rate32 / 1e12:.3f} "
+            f"TFLOP/s, bfloat16 {rate16 / 1e12:.3f} TFLOP/s. This machine's speed drifts by tens of percent over "
+            f"minutes, so the float32 rate is measured again right before each method, and each method's floor "
+            f"uses that rate.",
+            f"FLOPs: {fl['once'] / 1e12:.2f} TFLOP with each context once, {fl['recompute'] / 1e12:.2f} TFLOP when every "
+            f"pair recomputes its context. Floor at the starting rate: {floor:.1f} s (float32).",
+            "",
+            *lines,
+            "",
+            *b16_line,
+            *notes,
+            "",
+            *llama_lines,
+        ]
+    )
     Path(args.out).write_text(text)
     print(text)
     return 0

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUN_LANGS = ("python", "bash")      # fenced blocks that are examples
-TEXT_LANGS = ("", "text", "json")   # fenced blocks that are output, synopses or data
+RUN_LANGS = ("python", "bash")  # fenced blocks that are examples
+TEXT_LANGS = ("", "text", "json")  # fenced blocks that are output, synopses or data
 NOT_RUN = re.compile(r"^<!--\s*not run:(.*?)-->\s*$")
 FENCE = re.compile(r"^```([^`\s]*)\s*$")
 
@@ -32,8 +32,8 @@ FENCE = re.compile(r"^```([^`\s]*)\s*$")
 class Block:
     lang: str
     code: str
-    line: int               # 1-based line of the opening fence
-    not_run: str | None     # the reason given in the comment before it, or None
+    line: int  # 1-based line of the opening fence
+    not_run: str | None  # the reason given in the comment before it, or None
 
 
 def pages() -> list[Path]:
@@ -64,8 +64,14 @@ def _scan(path: Path):
             raise AssertionError(f"{path}:{start + 1}: a code fence that is never closed")
         before = lines[start - 1] if start > 0 else ""
         reason = NOT_RUN.match(before)
-        blocks.append(Block(m.group(1), "\n".join(lines[start + 1:i]) + "\n", start + 1,
-                            reason.group(1).strip() if reason else None))
+        blocks.append(
+            Block(
+                m.group(1),
+                "\n".join(lines[start + 1 : i]) + "\n",
+                start + 1,
+                reason.group(1).strip() if reason else None,
+            )
+        )
         i += 1
     return blocks, prose
 
@@ -124,4 +130,4 @@ def section(path: Path, title: str) -> str:
     text = Path(path).read_text(encoding="utf-8")
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else None]
+    return text[start : end if end > 0 else None]

@@ -183,7 +183,7 @@ def main(argv: list[str]) -> int:
         install(fault)
     from base_bench.commands.cli import main as cli_main
 
-    return cli_main(argv[cut + 1:])
+    return cli_main(argv[cut + 1 :])
 
 
 # ---------------------------------------------------------------- the fork server
@@ -196,9 +196,9 @@ def serve() -> int:
     import transformers.models.llama.modeling_llama  # noqa: F401
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast  # noqa: F401
 
+    import base_bench.backends.transformers  # noqa: F401
     import base_bench.commands.cli
     import base_bench.evaluation  # noqa: F401
-    import base_bench.backends.transformers  # noqa: F401
     import base_bench.results.report  # noqa: F401
 
     for line in sys.stdin:
@@ -219,8 +219,11 @@ def _child(job: dict, cli_main) -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the server
         write = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, job["log"] + ".out", write),
-                                (2, job["log"] + ".err", write)):
+        for fd, path, flags in (
+            (0, os.devnull, os.O_RDONLY),
+            (1, job["log"] + ".out", write),
+            (2, job["log"] + ".err", write),
+        ):
             opened = os.open(path, flags, 0o644)
             os.dup2(opened, fd)
             os.close(opened)
@@ -244,8 +247,9 @@ class ForkServer:
     """The test's end of `faultrun.py --serve`."""
 
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, bufsize=0)
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
         self.buf = b""
         self.pid = None
 

@@ -1,8 +1,8 @@
 """Generated data files in the card's format, for tests that must not depend on the bundled set.
 
-    write_dataset(tmp_path)                 # tmp_path/data/test.jsonl with the card's full composition
-    write_dataset(tmp_path, records=recs)   # any list of dicts
-    records()                               # the 350 generated records, to edit before writing
+write_dataset(tmp_path)                 # tmp_path/data/test.jsonl with the card's full composition
+write_dataset(tmp_path, records=recs)   # any list of dicts
+records()                               # the 350 generated records, to edit before writing
 """
 
 from __future__ import annotations

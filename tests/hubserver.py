@@ -131,7 +131,7 @@ class FakeHub:
         self.cuts[path] = Cut(at, times)
 
     # -- running ----------------------------------------------------------------------------------
-    def __enter__(self) -> "FakeHub":
+    def __enter__(self) -> FakeHub:
         self.start()
         return self
 
@@ -180,17 +180,30 @@ class FakeHub:
             return
         what = f"{repo.kind} {repo.id}"
         if token is None:
-            raise ErrorReply(401, f"Access to {what} is restricted. You must have access to it and be "
-                                "authenticated to access it. Please log in.", "GatedRepo")
-        raise ErrorReply(403, f"Access to {what} is restricted and you are not in the authorized list. "
-                            f"Visit https://huggingface.co/{repo.page} to ask for access.", "GatedRepo")
+            raise ErrorReply(
+                401,
+                f"Access to {what} is restricted. You must have access to it and be "
+                "authenticated to access it. Please log in.",
+                "GatedRepo",
+            )
+        raise ErrorReply(
+            403,
+            f"Access to {what} is restricted and you are not in the authorized list. "
+            f"Visit https://huggingface.co/{repo.page} to ask for access.",
+            "GatedRepo",
+        )
 
     def is_lfs(self, path: str) -> bool:
         return any(fnmatch.fnmatch(path, pat) for pat in LFS_PATTERNS)
 
     def info(self, repo: Repo) -> dict:
-        return {"id": repo.id, "sha": repo.commit, "private": False, "gated": "manual" if repo.gated else False,
-                "siblings": [{"rfilename": p} for p in sorted(repo.files)]}
+        return {
+            "id": repo.id,
+            "sha": repo.commit,
+            "private": False,
+            "gated": "manual" if repo.gated else False,
+            "siblings": [{"rfilename": p} for p in sorted(repo.files)],
+        }
 
     def tree(self, repo: Repo) -> list[dict]:
         out = []
@@ -203,8 +216,12 @@ class FakeHub:
 
     def file_headers(self, repo: Repo, path: str) -> dict[str, str]:
         data = repo.files[path]
-        headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{git_blob_id(data)}"', "Accept-Ranges": "bytes",
-                   "Content-Type": "application/octet-stream"}
+        headers = {
+            "X-Repo-Commit": repo.commit,
+            "ETag": f'"{git_blob_id(data)}"',
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
         if self.is_lfs(path):
             headers["X-Linked-Etag"] = f'"{hashlib.sha256(data).hexdigest()}"'
             headers["X-Linked-Size"] = str(len(data))
@@ -310,7 +327,9 @@ class _Handler(BaseHTTPRequestHandler):
             first, _, last = wanted.removeprefix("bytes=").partition("-")
             start, end = int(first), min(int(last) + 1 if last else len(data), len(data))
             if start >= len(data):
-                raise ErrorReply(416, "Requested range not satisfiable", headers={"Content-Range": f"bytes */{len(data)}"})
+                raise ErrorReply(
+                    416, "Requested range not satisfiable", headers={"Content-Range": f"bytes */{len(data)}"}
+                )
             status, headers["Content-Range"] = 206, f"bytes {start}-{end - 1}/{len(data)}"
         headers["Content-Length"] = str(end - start)
         stop = None if head else hub.take_cut(path)
@@ -319,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(status, headers, data[start:end], head)
             return
         # A cut: announce the whole length, send the bytes before `stop`, then drop the connection.
-        self._send(status, headers, data[start:max(start, min(stop, end))], head=False)
+        self._send(status, headers, data[start : max(start, min(stop, end))], head=False)
         self.close_connection = True
 
     def _send(self, status: int, headers: dict[str, str], body: bytes, head: bool) -> None:

@@ -55,8 +55,15 @@ def main(out: str, data: str, kind: str, wrap: str, limit: str, batch: str) -> N
         model = FullyShardedDataParallel(model, device_id=torch.device("cpu"))
     calls = []
     model.register_forward_pre_hook(lambda mod, args: calls.append(1))
-    report = evaluate(model, tok, None if data == "bundled" else data, limit=int(limit), batch_size=int(batch), progress=False,
-                      out_dir=Path(out) / f"run-rank{rank}")
+    report = evaluate(
+        model,
+        tok,
+        None if data == "bundled" else data,
+        limit=int(limit),
+        batch_size=int(batch),
+        progress=False,
+        out_dir=Path(out) / f"run-rank{rank}",
+    )
     Path(out, f"rank{rank}.json").write_text(json.dumps({"report": report, "forward_calls": len(calls)}))
     dist.destroy_process_group()
 

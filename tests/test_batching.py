@@ -5,24 +5,28 @@ import json
 import pytest
 import torch
 
+from base_bench.commands.cli import main
 from base_bench.engine import scoring
 from base_bench.engine.batching import attempt, is_oom, largest_fitting
-from base_bench.commands.cli import main
+
 from fixtures import write_dataset
 from tiny import save_tiny, tiny_model, tiny_tokenizer
 
 
-@pytest.mark.parametrize("limit, upper, expected", [
-    (0, 64, 0),      # nothing fits
-    (1, 64, 1),
-    (5, 64, 5),      # between powers of two
-    (8, 64, 8),      # exactly a power of two
-    (63, 64, 63),
-    (64, 64, 64),
-    (1000, 64, 64),  # capped by the number of items
-    (1000, 50, 50),  # cap that is not a power of two
-    (37, 50, 37),
-])
+@pytest.mark.parametrize(
+    "limit, upper, expected",
+    [
+        (0, 64, 0),  # nothing fits
+        (1, 64, 1),
+        (5, 64, 5),  # between powers of two
+        (8, 64, 8),  # exactly a power of two
+        (63, 64, 63),
+        (64, 64, 64),
+        (1000, 64, 64),  # capped by the number of items
+        (1000, 50, 50),  # cap that is not a power of two
+        (37, 50, 37),
+    ],
+)
 def test_largest_fitting_finds_the_exact_limit(limit, upper, expected):
     calls = []
 
@@ -64,16 +68,36 @@ def test_run_halves_the_batch_on_out_of_memory_and_scores_the_same(tmp_path, mon
     assert b["config"]["batch_size_used"] == 4
     assert b["config"]["scorer"] == "packed"
     assert [i["prediction"] for i in a["items"]] == [i["prediction"] for i in b["items"]]
-    worst = max(abs(x["logprob"] - y["logprob"]) for p, q in zip(a["items"], b["items"])
-                for x, y in zip(p["choices"], q["choices"]))
+    worst = max(
+        abs(x["logprob"] - y["logprob"])
+        for p, q in zip(a["items"], b["items"])
+        for x, y in zip(p["choices"], q["choices"])
+    )
     assert worst < 1e-4
 
 
 def test_auto_on_cpu_uses_the_measured_default(tmp_path):
     model = save_tiny(tmp_path / "tiny-llama")
     write_dataset(tmp_path / "data")
-    assert main(["--model", str(model), "--local-data", str(tmp_path / "data"), "--device", "cpu", "--limit", "10",
-                 "--out-dir", str(tmp_path / "r"), "--batch-size", "auto"]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                str(model),
+                "--local-data",
+                str(tmp_path / "data"),
+                "--device",
+                "cpu",
+                "--limit",
+                "10",
+                "--out-dir",
+                str(tmp_path / "r"),
+                "--batch-size",
+                "auto",
+            ]
+        )
+        == 0
+    )
     cfg = json.loads((tmp_path / "r" / "report.json").read_text())["config"]
     assert cfg["batch_size"] == "auto" and cfg["batch_size_used"] == 8
 
@@ -101,8 +125,13 @@ def test_out_of_memory_with_a_boolean_logits_to_keep_propagates_and_keeps_the_mo
     def forward(input_ids=None, attention_mask=None, position_ids=None, use_cache=False, logits_to_keep=0):
         if isinstance(logits_to_keep, torch.Tensor):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory")
-        return real_forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                            use_cache=use_cache, logits_to_keep=logits_to_keep)
+        return real_forward(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep,
+        )
 
     m.forward = forward
     scorer = scoring.PackedScorer(m)

@@ -13,15 +13,16 @@ import logging
 
 import pytest
 import torch
-from fixtures import write_dataset
-from tiny import tiny_model, tiny_tokenizer
-from tiny_gguf import write_tiny_gguf
 from tokenizers import Tokenizer, processors
 from transformers import PreTrainedTokenizerFast
 
 from base_bench import evaluate
 from base_bench.backends.transformers import tokenizer_adds_bos
 from base_bench.commands.cli import main
+
+from fixtures import write_dataset
+from tiny import tiny_model, tiny_tokenizer
+from tiny_gguf import write_tiny_gguf
 
 NOTE = "note: this model's tokenizer is set to put a BOS token first"
 
@@ -38,7 +39,9 @@ def one_thread():
 def template_tokenizer():
     """The tiny tokenizer with a post-processor that puts <s> first, as Llama's and Gemma's do."""
     tk = Tokenizer.from_str(tiny_tokenizer().backend_tokenizer.to_str())
-    tk.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 0)])
+    tk.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 0)]
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>")
 
 
@@ -60,14 +63,18 @@ def gguf_tokenizer(tmp_path, add_bos):
     return AutoTokenizer.from_pretrained(str(tmp_path), gguf_file=path.name)
 
 
-@pytest.mark.parametrize("make,adds", [
-    (lambda tmp: tiny_tokenizer(), False),
-    (lambda tmp: template_tokenizer(), True),
-    (lambda tmp: flag_tokenizer(), True),
-    (lambda tmp: no_bos_token(), False),
-    (lambda tmp: gguf_tokenizer(tmp, add_bos=True), True),
-    (lambda tmp: gguf_tokenizer(tmp, add_bos=False), False),
-], ids=["plain", "template", "add_bos_token", "no-bos-token", "gguf-add-bos", "gguf-no-bos"])
+@pytest.mark.parametrize(
+    "make,adds",
+    [
+        (lambda tmp: tiny_tokenizer(), False),
+        (lambda tmp: template_tokenizer(), True),
+        (lambda tmp: flag_tokenizer(), True),
+        (lambda tmp: no_bos_token(), False),
+        (lambda tmp: gguf_tokenizer(tmp, add_bos=True), True),
+        (lambda tmp: gguf_tokenizer(tmp, add_bos=False), False),
+    ],
+    ids=["plain", "template", "add_bos_token", "no-bos-token", "gguf-add-bos", "gguf-no-bos"],
+)
 def test_tokenizer_adds_bos(make, adds, tmp_path):
     assert tokenizer_adds_bos(make(tmp_path)) is adds
 
@@ -105,8 +112,24 @@ def export(path, tok):
 
 
 def cli(model, data_dir, out, *extra):
-    assert main(["--model", str(model), "--local-data", str(data_dir), "--out-dir", str(out), "--limit", "4",
-                 "--device", "cpu", *extra]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                str(model),
+                "--local-data",
+                str(data_dir),
+                "--out-dir",
+                str(out),
+                "--limit",
+                "4",
+                "--device",
+                "cpu",
+                *extra,
+            ]
+        )
+        == 0
+    )
     return json.loads((out / "report.json").read_text()), (out / "predictions.md").read_text()
 
 
@@ -127,7 +150,10 @@ def test_cli_notes_a_gguf_that_adds_bos_also_from_the_cache(data_dir, tmp_path, 
     gguf = write_tiny_gguf(tmp_path / "bos-tiny.gguf", add_bos=True)
     first, _ = cli(gguf, data_dir, tmp_path / "first")
     again, _ = cli(gguf, data_dir, tmp_path / "again")
-    assert (first["config"]["model"]["cache"]["status"], again["config"]["model"]["cache"]["status"]) == ("written", "hit")
+    assert (first["config"]["model"]["cache"]["status"], again["config"]["model"]["cache"]["status"]) == (
+        "written",
+        "hit",
+    )
     assert capsys.readouterr().err.count(NOTE) == 2
     assert first["config"]["bos_note"] == again["config"]["bos_note"] and first["config"]["bos_note"].startswith(NOTE)
     plain, _ = cli(write_tiny_gguf(tmp_path / "tiny.gguf"), data_dir, tmp_path / "plain")

@@ -1,7 +1,6 @@
 """The command line end to end on a tiny local model and generated data."""
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from base_bench.commands.cli import default_out_dir, main
+
 from fixtures import records, write_dataset
 from tiny import save_tiny
 
@@ -49,7 +49,11 @@ def full_run(model_dir, data_dir, tmp_path_factory):
 
 def test_full_run_writes_all_four_files(full_run):
     assert sorted(p.name for p in full_run.iterdir()) == [
-        "partial_results.jsonl", "predictions.md", "report.json", "run_config.json"]
+        "partial_results.jsonl",
+        "predictions.md",
+        "report.json",
+        "run_config.json",
+    ]
     rep = json.loads((full_run / "report.json").read_text())
     assert len(rep["items"]) == 350 and rep["results"]["overall"]["n"] == 350
     assert rep["official"] is False and "not the card's official" in rep["non_official_reasons"][0]
@@ -61,8 +65,14 @@ def test_full_run_writes_all_four_files(full_run):
     assert len(it["choices"]) == 4 and {"logprob", "n_tokens", "mean_logprob"} <= set(it["choices"][0])
     assert it["correct"] == (it["prediction"] == it["label"])
     assert set(rep["results"]["categories"]) == {
-        "language_completion", "commonsense", "world_knowledge", "context_tracking", "quantitative",
-        "logical_reasoning", "code_completion"}
+        "language_completion",
+        "commonsense",
+        "world_knowledge",
+        "context_tracking",
+        "quantitative",
+        "logical_reasoning",
+        "code_completion",
+    }
     assert set(rep["results"]["difficulties"]) == {"easy", "medium", "hard"}
     md = (full_run / "predictions.md").read_text()
     assert f"Overall Elo {rep['results']['overall']['elo']:.1f}" in md
@@ -76,8 +86,11 @@ def test_same_scores_at_other_batch_sizes(full_run, model_dir, data_dir, tmp_pat
         out = tmp_path / f"bs{bs}"
         assert run("--model", model_dir, "--local-data", data_dir, "--out-dir", out, "--batch-size", bs) == 0
         rep = json.loads((out / "report.json").read_text())
-        worst = max(abs(a["logprob"] - b["logprob"]) for x, y in zip(base["items"], rep["items"])
-                    for a, b in zip(x["choices"], y["choices"]))
+        worst = max(
+            abs(a["logprob"] - b["logprob"])
+            for x, y in zip(base["items"], rep["items"])
+            for a, b in zip(x["choices"], y["choices"])
+        )
         assert worst < 1e-4
         assert [i["prediction"] for i in rep["items"]] == [i["prediction"] for i in base["items"]]
         assert rep["results"] == base["results"]
@@ -167,6 +180,7 @@ def test_bad_paths_and_devices(model_dir, data_dir, tmp_path, capsys, model, ext
     if "--device" in extra and "cuda" in extra:
         pytest.importorskip("torch")
         import torch
+
         if torch.cuda.is_available():
             pytest.skip("this machine has a GPU")
     args = ["--model", model or model_dir, "--out-dir", tmp_path / "x"]
@@ -199,16 +213,34 @@ def test_composition_deviation_allowed_locally_but_not_official(model_dir, tmp_p
 
 def test_default_out_dir_names():
     assert default_out_dir("BananaMind/BananaMind-2-Medium") == Path("runs/bananamind-2-medium-base-bench-1.1")
-    assert default_out_dir("/x/SmolLM2-135M-Instruct.Q4_1.gguf") == Path("runs/smollm2-135m-instruct.q4_1-base-bench-1.1")
+    assert default_out_dir("/x/SmolLM2-135M-Instruct.Q4_1.gguf") == Path(
+        "runs/smollm2-135m-instruct.q4_1-base-bench-1.1"
+    )
     assert default_out_dir("./my model/") == Path("runs/my-model-base-bench-1.1")
 
 
 def test_benchmark_py_help_and_console_script(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "--help"], capture_output=True, text=True)
     assert out.returncode == 0
-    for flag in ("--model", "--device", "--dtype", "--threads", "--batch-size", "--out-dir", "--resume",
-                 "--local-data", "--limit", "--add-bos", "--revision", "--trust-remote-code"):
+    for flag in (
+        "--model",
+        "--device",
+        "--dtype",
+        "--threads",
+        "--batch-size",
+        "--out-dir",
+        "--resume",
+        "--local-data",
+        "--limit",
+        "--add-bos",
+        "--revision",
+        "--trust-remote-code",
+    ):
         assert flag in out.stdout
-    out = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "--model", "x/y/z", "--local-data",
-                          str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), "--model", "x/y/z", "--local-data", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert out.returncode == 2 and "Traceback" not in out.stderr and out.stderr.startswith("base-bench: error:")

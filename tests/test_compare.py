@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from base_bench.items import card
-from base_bench.results import elo
 from base_bench.commands.cli import main
 from base_bench.commands.compare import build_comparison, load_report, render_markdown, verdict
+from base_bench.items import card
+from base_bench.results import elo
 
 ROOT = Path(__file__).resolve().parents[1]
 SHA = "5" * 64
@@ -28,14 +28,32 @@ def item_meta(per_category: int = 50) -> list[dict]:
     for cat in card.CATEGORIES:
         for n in range(per_category):
             d = DIFFS[n % 3]
-            out.append({"id": f"{cat}-{n + 1:03d}", "category": cat, "difficulty": d,
-                        "item_elo": float(card.item_elo(cat, d)),
-                        "point_weight": card.category_weight(cat) * card.DIFFICULTY_WEIGHTS[d], "label": n % 4})
+            out.append(
+                {
+                    "id": f"{cat}-{n + 1:03d}",
+                    "category": cat,
+                    "difficulty": d,
+                    "item_elo": float(card.item_elo(cat, d)),
+                    "point_weight": card.category_weight(cat) * card.DIFFICULTY_WEIGHTS[d],
+                    "label": n % 4,
+                }
+            )
     return out
 
 
-def make_report(correct, *, sha=SHA, spec="org/model-a", dtype="float32", add_bos=False, official=False,
-                per_category=50, ids=None, ci=False, tag="x") -> dict:
+def make_report(
+    correct,
+    *,
+    sha=SHA,
+    spec="org/model-a",
+    dtype="float32",
+    add_bos=False,
+    official=False,
+    per_category=50,
+    ids=None,
+    ci=False,
+    tag="x",
+) -> dict:
     """A report.json dict: `correct` is one bool per item (or a set of correct ids)."""
     meta = item_meta(per_category)
     if ids is not None:
@@ -46,19 +64,35 @@ def make_report(correct, *, sha=SHA, spec="org/model-a", dtype="float32", add_bo
     for m, ok in zip(meta, correct):
         pred = m["label"] if ok else (m["label"] + 1) % 4
         choices = [{"logprob": -1.0 - k, "n_tokens": 1, "mean_logprob": -1.0 - k} for k in range(4)]
-        items.append(dict(m, correct=bool(ok), prediction=pred, truncated=False, tags=[], choices=choices,
-                          selected_text=f" {tag} choice {pred}", label_text=f" right answer {m['label']}",
-                          expected_p=0.5))
-    results = elo.summarize([(i["category"], i["difficulty"], i["item_elo"], i["point_weight"], i["correct"])
-                             for i in items])
+        items.append(
+            dict(
+                m,
+                correct=bool(ok),
+                prediction=pred,
+                truncated=False,
+                tags=[],
+                choices=choices,
+                selected_text=f" {tag} choice {pred}",
+                label_text=f" right answer {m['label']}",
+                expected_p=0.5,
+            )
+        )
+    results = elo.summarize(
+        [(i["category"], i["difficulty"], i["item_elo"], i["point_weight"], i["correct"]) for i in items]
+    )
     if ci:
         for b in [results["overall"], *results["categories"].values()]:
             b["elo_se"] = 30.0
             b["elo_ci95"] = [b["elo"] - 55.0, b["elo"] + 65.0]
     return {
         "benchmark": f"BananaMind Base Bench {card.VERSION}",
-        "config": {"model": {"spec": spec}, "dtype": dtype, "add_bos": add_bos, "device": "cpu",
-                   "scoring_version": "mean_logprob/1"},
+        "config": {
+            "model": {"spec": spec},
+            "dtype": dtype,
+            "add_bos": add_bos,
+            "device": "cpu",
+            "scoring_version": "mean_logprob/1",
+        },
         "data": {"sha256": sha, "description": "test data", "kind": "modified"},
         "official": official,
         "non_official_reasons": [] if official else ["test data"],
@@ -79,9 +113,12 @@ def ids_where(pred) -> set:
     return {m["id"] for i, m in enumerate(item_meta()) if pred(i)}
 
 
-A_RIGHT = ids_where(lambda i: i % 2 == 0)                        # 175 right
-B_RIGHT = (A_RIGHT - {"commonsense-001", "quantitative-003"}) | {"language_completion-002", "code_completion-050",
-                                                                   "logical_reasoning-010"}
+A_RIGHT = ids_where(lambda i: i % 2 == 0)  # 175 right
+B_RIGHT = (A_RIGHT - {"commonsense-001", "quantitative-003"}) | {
+    "language_completion-002",
+    "code_completion-050",
+    "logical_reasoning-010",
+}
 
 
 @pytest.fixture
@@ -101,14 +138,28 @@ def test_compare_writes_json_and_markdown_with_flips(pair, tmp_path, capsys):
     assert run_cli(a, b, "--json", js, "--markdown", md, "--resamples", 300, "--seed", 7) == 0
     out = capsys.readouterr().out
     cmp = json.loads(js.read_text())
-    for key in ("a", "b", "data_sha256", "n_items", "bootstrap", "overall", "mcnemar", "categories", "flipped",
-                "verdict", "settings_notes"):
+    for key in (
+        "a",
+        "b",
+        "data_sha256",
+        "n_items",
+        "bootstrap",
+        "overall",
+        "mcnemar",
+        "categories",
+        "flipped",
+        "verdict",
+        "settings_notes",
+    ):
         assert key in cmp
     assert cmp["bootstrap"]["resamples"] == 300 and cmp["bootstrap"]["seed"] == 7
     assert cmp["n_items"] == 350 and cmp["data_sha256"] == SHA
     assert [f["id"] for f in cmp["flipped"]["a_right_b_wrong"]] == ["commonsense-001", "quantitative-003"]
     assert [f["id"] for f in cmp["flipped"]["a_wrong_b_right"]] == [
-        "language_completion-002", "logical_reasoning-010", "code_completion-050"]
+        "language_completion-002",
+        "logical_reasoning-010",
+        "code_completion-050",
+    ]
     flip = cmp["flipped"]["a_right_b_wrong"][0]
     assert flip["category"] == "commonsense" and flip["difficulty"] == "easy"
     assert flip["selected_a"] == " a choice 0" and flip["selected_b"] == " b choice 1"
@@ -125,7 +176,7 @@ def test_compare_writes_json_and_markdown_with_flips(pair, tmp_path, capsys):
     assert cs["a_right_b_wrong"] == 1 and cs["a_wrong_b_right"] == 0 and cs["diff"] < 0
     for key in ("elo_a", "elo_b", "diff", "ci95", "raw_accuracy_a", "raw_accuracy_b", "n"):
         assert key in cs
-    assert cmp["categories"]["world_knowledge"]["ci95"] == [0.0, 0.0]   # no flips there: identical draws
+    assert cmp["categories"]["world_knowledge"]["ci95"] == [0.0, 0.0]  # no flips there: identical draws
     assert cmp["verdict"]["level"] == "not decisive" and "not decisive on 350 items" in cmp["verdict"]["text"]
     # the markdown is a pure rendering of the JSON dict
     text = md.read_text()
@@ -143,8 +194,9 @@ def test_same_seed_same_numbers_other_seed_other_interval(pair):
 
 def test_identical_runs_give_zero_width_interval(tmp_path):
     rep = make_report(A_RIGHT)
-    cmp = build_comparison(load_report(write_run(tmp_path, "a", rep)), load_report(write_run(tmp_path, "b", rep)),
-                           resamples=100, seed=3)
+    cmp = build_comparison(
+        load_report(write_run(tmp_path, "a", rep)), load_report(write_run(tmp_path, "b", rep)), resamples=100, seed=3
+    )
     assert cmp["overall"]["diff"] == 0 and cmp["overall"]["ci95"] == [0.0, 0.0]
     assert cmp["mcnemar"]["discordant"] == 0 and cmp["mcnemar"]["p"] == 1.0
     assert cmp["flipped"] == {"a_right_b_wrong": [], "a_wrong_b_right": []}
@@ -164,8 +216,10 @@ def test_large_difference_is_decisive(tmp_path):
 
 def test_verdict_wording():
     t = verdict(23.2, [-12.4, 58.3], 0.41, 350)
-    assert t["text"] == ("B is higher by 23 Elo (95% CI −12 to 58); the interval includes 0 and McNemar p = 0.41, "
-                         "so this difference is not decisive on 350 items.")
+    assert t["text"] == (
+        "B is higher by 23 Elo (95% CI −12 to 58); the interval includes 0 and McNemar p = 0.41, "
+        "so this difference is not decisive on 350 items."
+    )
     assert verdict(-30, [-60, -5], 0.01, 350)["text"].startswith("A is higher by 30 Elo (95% CI 5 to 60)")
     assert verdict(30, [5, 60], 0.2, 350)["level"] == "borderline"
     assert verdict(30, [-5, 60], 0.02, 350)["level"] == "borderline"
@@ -229,12 +283,28 @@ def test_report_json_path_accepted_and_settings_noted(tmp_path):
 def test_benchmark_py_compare(pair, tmp_path):
     a, b = pair
     js = tmp_path / "c.json"
-    out = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "compare", str(a), str(b), "--json", str(js),
-                          "--resamples", "100"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmark.py"),
+            "compare",
+            str(a),
+            str(b),
+            "--json",
+            str(js),
+            "--resamples",
+            "100",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stderr
     assert "Verdict:" in out.stdout and json.loads(js.read_text())["n_items"] == 350
-    out = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "compare", str(a), str(tmp_path / "no")],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), "compare", str(a), str(tmp_path / "no")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and out.stderr.startswith("base-bench: error:") and "Traceback" not in out.stderr
 
 
@@ -244,8 +314,10 @@ def test_help_names_the_subcommands_and_each_has_its_own(capsys):
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "base-bench compare RUN_A RUN_B" in out and "base-bench leaderboard RUN_DIR..." in out
-    for sub, words in (("compare", ["RUN_A", "RUN_B", "--json", "--markdown", "--resamples", "--seed", "--force"]),
-                       ("leaderboard", ["RUN_DIR", "--out", "--strict", "--force"])):
+    for sub, words in (
+        ("compare", ["RUN_A", "RUN_B", "--json", "--markdown", "--resamples", "--seed", "--force"]),
+        ("leaderboard", ["RUN_DIR", "--out", "--strict", "--force"]),
+    ):
         with pytest.raises(SystemExit) as exit_:
             main([sub, "--help"])
         assert exit_.value.code == 0
@@ -257,13 +329,24 @@ def _scored(pid, pred, logprobs):
     return {"id": pid, "prediction": pred, "choices": [{"logprob": x, "n_tokens": 1} for x in logprobs]}
 
 
-@pytest.mark.parametrize("pairs, median, top, where, differ", [
-    # one item, choices apart by 0, 0.5, 1, 2: median 0.75, max 2 (hand-computed)
-    ([(_scored("x", 0, [-1, -2, -3, -4]), _scored("x", 0, [-1, -2.5, -2, -6]))], 0.75, 2.0, "x", []),
-    # two items; the second's pick moved; its choice 1 is the farthest (1.5)
-    ([(_scored("x", 0, [-1, -2]), _scored("x", 0, [-1.25, -2])),
-      (_scored("y", 0, [-1, -2]), _scored("y", 1, [-1.5, -0.5]))], 0.375, 1.5, "y", ["y"]),
-])
+@pytest.mark.parametrize(
+    "pairs, median, top, where, differ",
+    [
+        # one item, choices apart by 0, 0.5, 1, 2: median 0.75, max 2 (hand-computed)
+        ([(_scored("x", 0, [-1, -2, -3, -4]), _scored("x", 0, [-1, -2.5, -2, -6]))], 0.75, 2.0, "x", []),
+        # two items; the second's pick moved; its choice 1 is the farthest (1.5)
+        (
+            [
+                (_scored("x", 0, [-1, -2]), _scored("x", 0, [-1.25, -2])),
+                (_scored("y", 0, [-1, -2]), _scored("y", 1, [-1.5, -0.5])),
+            ],
+            0.375,
+            1.5,
+            "y",
+            ["y"],
+        ),
+    ],
+)
 def test_score_agreement_per_choice(pairs, median, top, where, differ):
     from base_bench.commands.compare import score_agreement
 

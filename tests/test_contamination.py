@@ -53,20 +53,32 @@ def write_corpus(root: Path) -> dict:
     ]
     (root / "web" / "plain.jsonl").write_text("".join(json.dumps(r) + "\n" for r in plain), encoding="utf-8")
     ctx = c.context.split()
-    broken = " ".join(ctx[: len(ctx) // 2]) + "\n\n" + " ".join(ctx[len(ctx) // 2:]) + c.continuations[c.label]
+    broken = " ".join(ctx[: len(ctx) // 2]) + "\n\n" + " ".join(ctx[len(ctx) // 2 :]) + c.continuations[c.label]
     near = " ".join(d.context.split()[:8])  # one shared 8-gram: below N = 13, so no match
-    gz = [{"text": "A long forum thread. " * 30 + broken + " Thanks, that helped. " * 30},
-          {"text": "Unrelated: " + near + ". " + CLEAN_TEXT[2]},
-          {"text": CLEAN_TEXT[3]}]
+    gz = [
+        {"text": "A long forum thread. " * 30 + broken + " Thanks, that helped. " * 30},
+        {"text": "Unrelated: " + near + ". " + CLEAN_TEXT[2]},
+        {"text": CLEAN_TEXT[3]},
+    ]
     with gzip.open(root / "web" / "thread.jsonl.gz", "wt", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in gz)
     tail = " ".join(e.context.split()[-12:]) + e.continuations[e.label]
-    zs = [{"text": "Context only: " + d.context}, {"text": "Quiz answers. ..." + tail + " Next question."},
-          {"text": CLEAN_TEXT[0]}]
+    zs = [
+        {"text": "Context only: " + d.context},
+        {"text": "Quiz answers. ..." + tail + " Next question."},
+        {"text": CLEAN_TEXT[0]},
+    ]
     (root / "web" / "more.jsonl.zst").write_bytes(
-        zstandard.ZstdCompressor().compress("".join(json.dumps(r) + "\n" for r in zs).encode()))
-    table = pa.table({"text": [CLEAN_TEXT[1], "Essay. " + full(f), CLEAN_TEXT[2]], "id": [10, 11, 12],
-                      "lang": ["en", "en", "en"], "tokens": [[1, 2], [3], []]})
+        zstandard.ZstdCompressor().compress("".join(json.dumps(r) + "\n" for r in zs).encode())
+    )
+    table = pa.table(
+        {
+            "text": [CLEAN_TEXT[1], "Essay. " + full(f), CLEAN_TEXT[2]],
+            "id": [10, 11, 12],
+            "lang": ["en", "en", "en"],
+            "tokens": [[1, 2], [3], []],
+        }
+    )
     pq.write_table(table, root / "books.parquet", compression="zstd")
     (root / "pages").mkdir()
     (root / "pages" / "item.txt").write_text("Notes\n" + full(g) + "\n", encoding="utf-8")
@@ -76,16 +88,26 @@ def write_corpus(root: Path) -> dict:
     from datasets.utils.logging import disable_progress_bar
 
     disable_progress_bar()
-    Dataset.from_dict({"text": [CLEAN_TEXT[0], "Q: " + h.context + h.continuations[h.label], CLEAN_TEXT[2]],
-                       "source": ["s0", "s1", "s2"]}).save_to_disk(str(root / "hfds"))
-    (root / "wrong.jsonl").write_text(json.dumps({"text": w.context + w.continuations[wrong(w)]}) + "\n",
-                                      encoding="utf-8")
-    return {"verbatim": (a, "web/plain.jsonl", {"line": 2}), "case_punct": (b, "web/plain.jsonl", {"line": 3}),
-            "line_break_embedded": (c, "web/thread.jsonl.gz", {"line": 1}),
-            "context_only": (d, "web/more.jsonl.zst", {"line": 1}),
-            "answer_with_context_end": (e, "web/more.jsonl.zst", {"line": 2}),
-            "parquet": (f, "books.parquet", {"row": 1}), "txt": (g, "pages/item.txt", {}),
-            "datasets": (h, "hfds", {"row": 1}), "wrong_continuation": (w, "wrong.jsonl", {"line": 1})}
+    Dataset.from_dict(
+        {
+            "text": [CLEAN_TEXT[0], "Q: " + h.context + h.continuations[h.label], CLEAN_TEXT[2]],
+            "source": ["s0", "s1", "s2"],
+        }
+    ).save_to_disk(str(root / "hfds"))
+    (root / "wrong.jsonl").write_text(
+        json.dumps({"text": w.context + w.continuations[wrong(w)]}) + "\n", encoding="utf-8"
+    )
+    return {
+        "verbatim": (a, "web/plain.jsonl", {"line": 2}),
+        "case_punct": (b, "web/plain.jsonl", {"line": 3}),
+        "line_break_embedded": (c, "web/thread.jsonl.gz", {"line": 1}),
+        "context_only": (d, "web/more.jsonl.zst", {"line": 1}),
+        "answer_with_context_end": (e, "web/more.jsonl.zst", {"line": 2}),
+        "parquet": (f, "books.parquet", {"row": 1}),
+        "txt": (g, "pages/item.txt", {}),
+        "datasets": (h, "hfds", {"row": 1}),
+        "wrong_continuation": (w, "wrong.jsonl", {"line": 1}),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -188,9 +210,11 @@ def test_datatroves_own_filter_runs_on_the_exported_index(scanned):
 
     base, planted, rep = scanned
     it = planted["verbatim"][0]
-    f = NGramsDecontFilter(str(base / "out" / "index"), NGramsDecontConfig(
-        n_grams=13, find_query_ngrams=True, norm_config=IDENTITY_NORM, hash_config=DATATROVE_HASH),
-        language=WordTokenizerGPT3())
+    f = NGramsDecontFilter(
+        str(base / "out" / "index"),
+        NGramsDecontConfig(n_grams=13, find_query_ngrams=True, norm_config=IDENTITY_NORM, hash_config=DATATROVE_HASH),
+        language=WordTokenizerGPT3(),
+    )
     assert f.filter(Document(text="Reposted: " + full(it).lower(), id="1")) == (False, "contaminated")
     assert f.filter(Document(text=CLEAN_TEXT[0], id="2")) is True
 
@@ -274,7 +298,9 @@ def test_missing_path_and_existing_output_are_refused_before_any_work(tmp_path, 
     code, cap = _run_cli([tmp_path / "x.csv", "--local-data", ROOT, "--out-dir", tmp_path / "o2"], capsys)
     assert code == 2 and "not a corpus file" in cap.err
     code, cap = _run_cli([good, "--local-data", ROOT, "--out", tmp_path / "o3", "--executor", "slurm"], capsys)
-    assert code == 2 and "--executor slurm needs --executor-option partition=... and --executor-option time=..." in cap.err
+    assert (
+        code == 2 and "--executor slurm needs --executor-option partition=... and --executor-option time=..." in cap.err
+    )
     code, cap = _run_cli([good, "--local-data", ROOT, "--out", tmp_path / "o3", "--executor-option", "bogus=1"], capsys)
     assert code == 2 and "--executor-option bogus: " in cap.err and "takes none such" in cap.err
 
@@ -282,8 +308,20 @@ def test_missing_path_and_existing_output_are_refused_before_any_work(tmp_path, 
 def test_skip_bad_notes_every_bad_file_and_scans_the_rest(tmp_path, capsys, good):
     (tmp_path / "bad").mkdir()
     bad = _bad_files(tmp_path / "bad")
-    code, cap = _run_cli([good, tmp_path / "bad", "--local-data", ROOT, "--out-dir", tmp_path / "out", "--skip-bad",
-                          "--write-clean", tmp_path / "clean"], capsys)
+    code, cap = _run_cli(
+        [
+            good,
+            tmp_path / "bad",
+            "--local-data",
+            ROOT,
+            "--out-dir",
+            tmp_path / "out",
+            "--skip-bad",
+            "--write-clean",
+            tmp_path / "clean",
+        ],
+        capsys,
+    )
     assert code == 0, cap.err
     rep = json.loads((tmp_path / "out" / "contamination.json").read_text())
     skipped = {s["file"]: s["error"] for s in rep["corpus"]["skipped"]}
@@ -296,9 +334,24 @@ def test_skip_bad_notes_every_bad_file_and_scans_the_rest(tmp_path, capsys, good
 
 
 def test_cli_subprocess_scan_prints_a_summary(tmp_path, good):
-    r = subprocess.run([sys.executable, "-m", "base_bench", "contamination", "scan", str(good), "--local-data",
-                        str(ROOT), "--out", str(tmp_path / "out")], capture_output=True, text=True, timeout=120,
-                       cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "base_bench",
+            "contamination",
+            "scan",
+            str(good),
+            "--local-data",
+            str(ROOT),
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr
     assert "dirty items: 1 of 350 (answer leaked in 1)" in r.stdout and r.stderr == ""
 
@@ -310,9 +363,16 @@ def test_slurm_gets_datatroves_executor_with_the_options_passed_through(tmp_path
 
     submitted = []
     monkeypatch.setattr(SlurmPipelineExecutor, "run", lambda self: submitted.append(self))
-    got = scan([str(good)], tmp_path / "out", data=str(ROOT), executor="slurm", workers=3, tasks=5,
-               write_clean=tmp_path / "clean",
-               executor_options={"partition": "cpu", "time": "02:00:00", "cpus_per_task": 2, "qos": "low"})
+    got = scan(
+        [str(good)],
+        tmp_path / "out",
+        data=str(ROOT),
+        executor="slurm",
+        workers=3,
+        tasks=5,
+        write_clean=tmp_path / "clean",
+        executor_options={"partition": "cpu", "time": "02:00:00", "cpus_per_task": 2, "qos": "low"},
+    )
     assert got is None
     (report,) = submitted
     clean = report.depends

@@ -3,15 +3,12 @@ folder holding data/test.jsonl (so `--local-data .` is the bundled set). `base-b
 this process. The fast test sets MODEL to a tiny GGUF instead of running the `export MODEL=...` line;
 the integration test runs that line too, with SmolLM2."""
 
-import importlib.util
 import json
 import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from base_bench.commands.cli import main
 from base_bench.items.dataset import bundled_path
@@ -27,7 +24,7 @@ def blocks():
 def section(title):
     text = PAGE.read_text(encoding="utf-8")
     start = text.index(f"\n## {title}\n")
-    return text[start:text.find("\n## ", start + 1)]
+    return text[start : text.find("\n## ", start + 1)]
 
 
 def run_page(folder: Path, model: str | None, capsys) -> list[str]:
@@ -46,8 +43,9 @@ def run_page(folder: Path, model: str | None, capsys) -> list[str]:
         for line in body.splitlines():
             if line.startswith("export MODEL="):
                 if model is None:
-                    env["MODEL"] = subprocess.run(["bash", "-c", line + ' && printf %s "$MODEL"'], capture_output=True,
-                                                  text=True, check=True).stdout
+                    env["MODEL"] = subprocess.run(
+                        ["bash", "-c", line + ' && printf %s "$MODEL"'], capture_output=True, text=True, check=True
+                    ).stdout
             elif line.startswith("base-bench "):
                 args = shlex.split(line.replace('"$MODEL"', shlex.quote(env["MODEL"])) if "$MODEL" in line else line)
                 commands.append(line)

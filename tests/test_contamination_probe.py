@@ -11,6 +11,7 @@ from base_bench.contamination import probe
 from base_bench.contamination.canary import parse
 from base_bench.contamination.probing import ProbeBackend, probe_canary, transformers_backend
 from base_bench.items.dataset import BUNDLED_CANARY
+
 from tiny import tiny_model, tiny_tokenizer
 
 
@@ -69,9 +70,13 @@ def test_the_backend_scores_are_the_summed_log_probs_of_the_runner_scorer():
 def test_any_backend_plugs_in():
     c = parse(BUNDLED_CANARY)
     # a backend that knows the GUID: the true half scores 0, every other -1
-    backend = ProbeBackend(tokenize=lambda text: [ord(x) for x in text],
-                           score=lambda ctx, conts: [0.0 if bytes(conts[i]) == c.second_half.encode() else -1.0
-                                                     for i in range(len(conts))], name="fake")
+    backend = ProbeBackend(
+        tokenize=lambda text: [ord(x) for x in text],
+        score=lambda ctx, conts: [
+            0.0 if bytes(conts[i]) == c.second_half.encode() else -1.0 for i in range(len(conts))
+        ],
+        name="fake",
+    )
     res = probe_canary(backend, c, candidates=49, seed=0)
     assert (res["rank"], res["p_value"], res["backend"]) == (1, 1 / 50, "fake")
 
@@ -80,8 +85,22 @@ def test_cli_probe_loads_the_model_as_a_run_does_and_writes_its_files(tmp_path, 
     model, tok = canary_model
     model.save_pretrained(tmp_path / "m")
     tok.save_pretrained(tmp_path / "m")
-    code = main(["contamination", "probe", "--model", str(tmp_path / "m"), "--device", "cpu", "--threads", "1", "--candidates", "99",
-                 "--out-dir", str(tmp_path / "probe")])
+    code = main(
+        [
+            "contamination",
+            "probe",
+            "--model",
+            str(tmp_path / "m"),
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--candidates",
+            "99",
+            "--out-dir",
+            str(tmp_path / "probe"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "rank 1 of 100, empirical p-value 0.01" in out

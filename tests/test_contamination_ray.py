@@ -9,7 +9,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from base_bench.contamination.scanner import scan  # noqa: E402
-from base_bench.items.dataset import bundled_path, load_dataset_file
+from base_bench.items.dataset import bundled_path, load_dataset_file  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,8 +23,14 @@ def test_scan_on_ray_local_finds_what_the_local_executor_finds(tmp_path):
         (corpus / f"part-{n}.jsonl").write_text(json.dumps({"text": text}) + "\n")
     ray.init(num_cpus=2, include_dashboard=False)
     try:
-        rep = scan([str(corpus)], tmp_path / "ray", data=str(ROOT), workers=2, executor="ray",
-                   executor_options={"cpus_per_task": 1, "mem_per_cpu_gb": 0.5})
+        rep = scan(
+            [str(corpus)],
+            tmp_path / "ray",
+            data=str(ROOT),
+            workers=2,
+            executor="ray",
+            executor_options={"cpus_per_task": 1, "mem_per_cpu_gb": 0.5},
+        )
     finally:
         ray.shutdown()
     local = scan([str(corpus)], tmp_path / "local", data=str(ROOT), workers=1)

@@ -7,7 +7,6 @@ import random
 import numpy as np
 import pytest
 
-from base_bench.results import elo
 from base_bench.contamination import index as idx_mod
 from base_bench.contamination.canary import Canary, canaries_of, parse, random_second_halves
 from base_bench.contamination.excerpt import excerpts
@@ -16,20 +15,24 @@ from base_bench.contamination.normalize import choose_n, nearest_rank_percentile
 from base_bench.contamination.probing import rank_and_p
 from base_bench.contamination.rescore import rescore
 from base_bench.contamination.results import covered_fraction, llama2_subsets
-from base_bench.items.dataset import BUNDLED_CANARY, bundled_path, load_dataset_file
 from base_bench.errors import ReportError
+from base_bench.items.dataset import BUNDLED_CANARY, bundled_path, load_dataset_file
+from base_bench.results import elo
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("It's a Well-Known fact.", [b"its", b"a", b"wellknown", b"fact"]),
-    ("THE  end\n\tof\r\nit", [b"the", b"end", b"of", b"it"]),
-    ("x = f(a,b) + 1;", [b"x", b"fab", b"1"]),                      # "=" and "+" alone are no words
-    ("Caf\u00e9 \u2014 \u201cquoted\u201d \u00a35", ["café".encode(), b"quoted", b"5"]),
-    ("a\u00a0b\u2009c\u3000d", [b"a", b"b", b"c", b"d"]),              # Unicode spaces split words
-    ("a\x1cb\x1fc", [b"a", b"b", b"c"]),                                # str.split() whitespace too
-    ("\u00c9T\u00c9 \u2019tis", ["été".encode(), b"tis"]),            # non-ASCII lowercased
-    ("...  --- !!!", []),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("It's a Well-Known fact.", [b"its", b"a", b"wellknown", b"fact"]),
+        ("THE  end\n\tof\r\nit", [b"the", b"end", b"of", b"it"]),
+        ("x = f(a,b) + 1;", [b"x", b"fab", b"1"]),  # "=" and "+" alone are no words
+        ("Caf\u00e9 \u2014 \u201cquoted\u201d \u00a35", ["café".encode(), b"quoted", b"5"]),
+        ("a\u00a0b\u2009c\u3000d", [b"a", b"b", b"c", b"d"]),  # Unicode spaces split words
+        ("a\x1cb\x1fc", [b"a", b"b", b"c"]),  # str.split() whitespace too
+        ("\u00c9T\u00c9 \u2019tis", ["été".encode(), b"tis"]),  # non-ASCII lowercased
+        ("...  --- !!!", []),
+    ],
+)
 def test_words_gpt3_normalisation(text, expected):
     assert words(text) == expected
 
@@ -44,13 +47,16 @@ def test_word_spans_agree_with_words_on_random_text():
         assert len(spans) == len(words(text))
 
 
-@pytest.mark.parametrize("lengths, n, p5", [
-    (list(range(1, 101)), 8, 5),          # 5th smallest of 100 is 5: clamped up to 8
-    ([10] * 100, 10, 10),
-    ([5] * 4 + [20] * 96, 13, 20),        # nearest rank: ceil(0.05 * 100) = 5th smallest
-    ([5] * 5 + [20] * 95, 8, 5),
-    ([30] * 7, 13, 30),
-])
+@pytest.mark.parametrize(
+    "lengths, n, p5",
+    [
+        (list(range(1, 101)), 8, 5),  # 5th smallest of 100 is 5: clamped up to 8
+        ([10] * 100, 10, 10),
+        ([5] * 4 + [20] * 96, 13, 20),  # nearest rank: ceil(0.05 * 100) = 5th smallest
+        ([5] * 5 + [20] * 95, 8, 5),
+        ([30] * 7, 13, 30),
+    ],
+)
 def test_choose_n(lengths, n, p5):
     assert choose_n(lengths) == (n, p5)
     assert nearest_rank_percentile(lengths, 5) == p5
@@ -62,15 +68,23 @@ def W(s):
 
 def test_item_grams_by_hand():
     # context of 10 words, answer "k l", wrong "k z" (shares its first word) and "y z", N = 8
-    it = ItemWords("x", tuple(b"a b c d e f g h i j".split()), (tuple(b"k l".split()), tuple(b"k z".split()),
-                                                              tuple(b"y z".split())), 0)
+    it = ItemWords(
+        "x",
+        tuple(b"a b c d e f g h i j".split()),
+        (tuple(b"k l".split()), tuple(b"k z".split()), tuple(b"y z".split())),
+        0,
+    )
     got = item_grams(it, 0, 8)
     assert [g for g in got if g.kind == "context"] == [Gram(0, "context", -1, s, 8) for s in (0, 1, 2)]
     assert [g for g in got if g.kind == "answer"] == []  # 2 words: too short alone
     # leak: windows of C+A (12 words) starting in C, ending in A: starts 3 and 4
     assert [g for g in got if g.kind == "leak"] == [Gram(0, "leak", 0, 3, 8), Gram(0, "leak", 0, 4, 8)]
-    assert [g for g in got if g.kind == "wrong"] == [Gram(0, "wrong", 1, 3, 8), Gram(0, "wrong", 1, 4, 8),
-                                                     Gram(0, "wrong", 2, 3, 8), Gram(0, "wrong", 2, 4, 8)]
+    assert [g for g in got if g.kind == "wrong"] == [
+        Gram(0, "wrong", 1, 3, 8),
+        Gram(0, "wrong", 1, 4, 8),
+        Gram(0, "wrong", 2, 3, 8),
+        Gram(0, "wrong", 2, 4, 8),
+    ]
     index = ItemIndex([it], 8)
     # "d e f g h i j k" is both the leak at 3 and wrong choice 1 at 3: it counts on the right side only
     kinds = [(g.kind, g.choice, g.start) for g in index.grams]
@@ -78,12 +92,16 @@ def test_item_grams_by_hand():
 
 
 def test_item_grams_short_sequences_are_matched_whole_from_eight_words():
-    it = ItemWords("s", tuple(b"one two three four five six".split()),
-                   (tuple(b"seven eight nine".split()), tuple(b"a b c d e f g h i".split())), 0)
+    it = ItemWords(
+        "s",
+        tuple(b"one two three four five six".split()),
+        (tuple(b"seven eight nine".split()), tuple(b"a b c d e f g h i".split())),
+        0,
+    )
     got = item_grams(it, 0, 13)
-    assert [g for g in got if g.kind == "context"] == []                  # 6 words: never alone
-    assert [g for g in got if g.kind == "leak"] == [Gram(0, "leak", 0, 0, 9)]   # C+A = 9 words, whole
-    assert Gram(0, "wrong", 1, 6, 9) in got                               # the 9-word wrong one, whole
+    assert [g for g in got if g.kind == "context"] == []  # 6 words: never alone
+    assert [g for g in got if g.kind == "leak"] == [Gram(0, "leak", 0, 0, 9)]  # C+A = 9 words, whole
+    assert Gram(0, "wrong", 1, 6, 9) in got  # the 9-word wrong one, whole
     assert Gram(0, "wrong", 1, 0, 15) not in got and all(g.length <= 13 for g in got)
 
 
@@ -103,7 +121,7 @@ def test_find_is_exact_and_positions_are_right(bundled_index):
     assert found
     for gi, at in found:
         g = bundled_index.grams[gi]
-        assert tuple(ws[at:at + g.length]) == idx_mod.gram_words(bundled_index.items[g.item], g)
+        assert tuple(ws[at : at + g.length]) == idx_mod.gram_words(bundled_index.items[g.item], g)
     assert {bundled_index.grams[gi].item for gi, _ in found} == {40}
     # every 5th word changed: no 8 words in a row are left, so nothing may match
     assert bundled_index.find([w if i % 5 else b"zzzq" for i, w in enumerate(ws)]) == []
@@ -117,22 +135,36 @@ def test_hash_matches_prefix_sum_hash(bundled_index):
     prefix = np.zeros(51, dtype=np.uint64)
     np.cumsum(x * bundled_index._pw[:50], out=prefix[1:])
     for L in (8, 13):
-        h = (prefix[L:] - prefix[:51 - L]) * bundled_index._ipw[:51 - L]
-        assert [int(v) for v in h] == [idx_mod._hash(ids[i:i + L]) for i in range(51 - L)]
+        h = (prefix[L:] - prefix[: 51 - L]) * bundled_index._ipw[: 51 - L]
+        assert [int(v) for v in h] == [idx_mod._hash(ids[i : i + L]) for i in range(51 - L)]
 
 
-@pytest.mark.parametrize("spans, length, fraction", [
-    ([], 10, 0.0), ([(0, 5)], 10, 0.5), ([(0, 5), (3, 8)], 10, 0.8), ([(0, 13), (5, 13)], 10, 1.0),
-    ([(2, 4), (6, 7)], 10, 0.3), ([(0, 1)], 0, 0.0),
-])
+@pytest.mark.parametrize(
+    "spans, length, fraction",
+    [
+        ([], 10, 0.0),
+        ([(0, 5)], 10, 0.5),
+        ([(0, 5), (3, 8)], 10, 0.8),
+        ([(0, 13), (5, 13)], 10, 1.0),
+        ([(2, 4), (6, 7)], 10, 0.3),
+        ([(0, 1)], 0, 0.0),
+    ],
+)
 def test_covered_fraction(spans, length, fraction):
     assert covered_fraction(spans, length) == pytest.approx(fraction)
 
 
-@pytest.mark.parametrize("fraction, subsets", [
-    (0.0, ["clean", "not dirty"]), (0.1999, ["clean", "not dirty"]), (0.2, ["not clean", "not dirty"]),
-    (0.7999, ["not clean", "not dirty"]), (0.8, ["not clean", "dirty"]), (1.0, ["not clean", "dirty"]),
-])
+@pytest.mark.parametrize(
+    "fraction, subsets",
+    [
+        (0.0, ["clean", "not dirty"]),
+        (0.1999, ["clean", "not dirty"]),
+        (0.2, ["not clean", "not dirty"]),
+        (0.7999, ["not clean", "not dirty"]),
+        (0.8, ["not clean", "dirty"]),
+        (1.0, ["not clean", "dirty"]),
+    ],
+)
 def test_llama2_subsets(fraction, subsets):
     assert llama2_subsets(fraction) == subsets
 
@@ -158,10 +190,15 @@ def test_canary_parts():
     assert isinstance(c, Canary)
 
 
-@pytest.mark.parametrize("true, others, rank, p", [
-    (0.0, [-1.0, -2.0], 1, 1 / 3), (0.0, [0.0, -1.0], 2, 2 / 3), (-5.0, [0.0, 1.0, -9.0], 3, 3 / 4),
-    (1.0, [-1.0] * 999, 1, 0.001),
-])
+@pytest.mark.parametrize(
+    "true, others, rank, p",
+    [
+        (0.0, [-1.0, -2.0], 1, 1 / 3),
+        (0.0, [0.0, -1.0], 2, 2 / 3),
+        (-5.0, [0.0, 1.0, -9.0], 3, 3 / 4),
+        (1.0, [-1.0] * 999, 1, 0.001),
+    ],
+)
 def test_rank_and_p(true, others, rank, p):
     assert rank_and_p(true, others) == (rank, pytest.approx(p))
 
@@ -174,15 +211,29 @@ def _report(correct):
     items = []
     for n, ok in enumerate(correct):
         cat = cats[n % 2]
-        items.append({"id": f"{cat}-{n:03d}", "category": cat, "item_elo": 800 + 50 * (n % 5),
-                      "point_weight": 1.0 + 0.5 * (n % 3), "correct": bool(ok)})
-    return {"data": {"sha256": "ab" * 32}, "items": items, "config": {"model": {"spec": "m"}},
-            "results": {"overall": {"elo": None}}}
+        items.append(
+            {
+                "id": f"{cat}-{n:03d}",
+                "category": cat,
+                "item_elo": 800 + 50 * (n % 5),
+                "point_weight": 1.0 + 0.5 * (n % 3),
+                "correct": bool(ok),
+            }
+        )
+    return {
+        "data": {"sha256": "ab" * 32},
+        "items": items,
+        "config": {"model": {"spec": "m"}},
+        "results": {"overall": {"elo": None}},
+    }
 
 
 def _scan(rep, dirty_ids):
-    return {"data": {"sha256": rep["data"]["sha256"]}, "settings": {"dirty_rule": "test"},
-            "items": [{"id": it["id"], "dirty": it["id"] in dirty_ids} for it in rep["items"]]}
+    return {
+        "data": {"sha256": rep["data"]["sha256"]},
+        "settings": {"dirty_rule": "test"},
+        "items": [{"id": it["id"], "dirty": it["id"] in dirty_ids} for it in rep["items"]],
+    }
 
 
 def test_rescore_full_elo_is_the_fit_and_no_dirty_means_no_difference():
@@ -232,8 +283,17 @@ def test_cli_report_writes_json_and_markdown_and_never_overwrites(tmp_path, caps
     (tmp_path / "run" / "report.json").write_text(json.dumps(rep))
     (tmp_path / "scan").mkdir()
     (tmp_path / "scan" / "contamination.json").write_text(json.dumps(_scan(rep, {i["id"] for i in rep["items"][:20]})))
-    args = ["contamination", "report", str(tmp_path / "run"), "--scan", str(tmp_path / "scan"), "--resamples", "200",
-            "--out-dir", str(tmp_path / "out")]
+    args = [
+        "contamination",
+        "report",
+        str(tmp_path / "run"),
+        "--scan",
+        str(tmp_path / "scan"),
+        "--resamples",
+        "200",
+        "--out-dir",
+        str(tmp_path / "out"),
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "clean  Elo" in out and "(60 items)" in out and "Verdict: clean − full = " in out

@@ -6,6 +6,7 @@ import pytest
 
 from base_bench.items import card
 from base_bench.items.dataset import DataError, load_dataset_file, validate_record
+
 from fixtures import record, records, write_dataset
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from base_bench.commands.cli import main
+
 from fixtures import write_dataset
 from tiny import save_tiny
 from tiny_gguf import write_tiny_gguf
@@ -23,8 +24,19 @@ def setup(tmp_path_factory):
 
 
 def run(setup, model, out, *extra):
-    return main(["--model", str(model), "--local-data", str(setup / "data"), "--out-dir", str(out),
-                 "--limit", "40", *map(str, extra)])
+    return main(
+        [
+            "--model",
+            str(model),
+            "--local-data",
+            str(setup / "data"),
+            "--out-dir",
+            str(out),
+            "--limit",
+            "40",
+            *map(str, extra),
+        ]
+    )
 
 
 def report(out) -> dict:
@@ -32,8 +44,11 @@ def report(out) -> dict:
 
 
 def assert_same_scores(a, b):
-    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
-                for x, y in zip(i["choices"], j["choices"]))
+    worst = max(
+        abs(x["logprob"] - y["logprob"])
+        for i, j in zip(a["items"], b["items"])
+        for x, y in zip(i["choices"], j["choices"])
+    )
     assert worst < 1e-4
     assert [i["prediction"] for i in a["items"]] == [i["prediction"] for i in b["items"]]
     assert a["results"] == b["results"]
@@ -42,8 +57,20 @@ def assert_same_scores(a, b):
 def test_cpu_and_disk_offload_scores_as_one_device(setup, tmp_path):
     assert run(setup, setup / "tiny", tmp_path / "plain", "--device", "cpu") == 0
     off = tmp_path / "offload"
-    assert run(setup, setup / "tiny", tmp_path / "placed", "--device-map", "auto", "--max-memory", "cpu=90KB",
-               "--offload-folder", off) == 0
+    assert (
+        run(
+            setup,
+            setup / "tiny",
+            tmp_path / "placed",
+            "--device-map",
+            "auto",
+            "--max-memory",
+            "cpu=90KB",
+            "--offload-folder",
+            off,
+        )
+        == 0
+    )
     plain, placed = report(tmp_path / "plain"), report(tmp_path / "placed")
     where = placed["config"]["model"]["device_map"]
     assert "disk" in where.values() and "cpu" in where.values(), where  # really split between CPU and disk
@@ -59,22 +86,38 @@ def test_gguf_with_a_device_map(setup, tmp_path, monkeypatch, cache):
     monkeypatch.setenv("BASE_BENCH_CACHE", str(root))
     extra = ["--no-cache"] if cache == "disabled" else []
     assert run(setup, setup / "tiny.gguf", tmp_path / "plain", "--device", "cpu", "--no-cache") == 0
-    assert run(setup, setup / "tiny.gguf", tmp_path / "placed", "--device-map", "auto", "--max-memory", "cpu=20KB",
-               "--offload-folder", tmp_path / "off", *extra) == 0
+    assert (
+        run(
+            setup,
+            setup / "tiny.gguf",
+            tmp_path / "placed",
+            "--device-map",
+            "auto",
+            "--max-memory",
+            "cpu=20KB",
+            "--offload-folder",
+            tmp_path / "off",
+            *extra,
+        )
+        == 0
+    )
     placed = report(tmp_path / "placed")
     assert placed["config"]["model"]["cache"]["status"] == cache
     assert "disk" in placed["config"]["model"]["device_map"].values()
     assert_same_scores(report(tmp_path / "plain"), placed)
 
 
-@pytest.mark.parametrize("extra, env, fragment", [
-    (["--device-map", "auto", "--device", "cpu"], {}, "--device-map places the layers itself"),
-    (["--max-memory", "cpu=1GB"], {}, "--max-memory only work with --device-map"),
-    (["--offload-folder", "x"], {}, "--offload-folder only work with --device-map"),
-    (["--device-map", "auto", "--max-memory", "cpu:lots"], {}, "--max-memory takes DEVICE=SIZE"),
-    (["--device-map", "everywhere"], {}, "invalid choice"),
-    (["--device-map", "auto"], {"WORLD_SIZE": "2", "RANK": "0"}, "use one or the other"),
-])
+@pytest.mark.parametrize(
+    "extra, env, fragment",
+    [
+        (["--device-map", "auto", "--device", "cpu"], {}, "--device-map places the layers itself"),
+        (["--max-memory", "cpu=1GB"], {}, "--max-memory only work with --device-map"),
+        (["--offload-folder", "x"], {}, "--offload-folder only work with --device-map"),
+        (["--device-map", "auto", "--max-memory", "cpu:lots"], {}, "--max-memory takes DEVICE=SIZE"),
+        (["--device-map", "everywhere"], {}, "invalid choice"),
+        (["--device-map", "auto"], {"WORLD_SIZE": "2", "RANK": "0"}, "use one or the other"),
+    ],
+)
 def test_refused_combinations(setup, tmp_path, monkeypatch, capsys, extra, env, fragment):
     for k, v in env.items():
         monkeypatch.setenv(k, v)

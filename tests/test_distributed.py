@@ -7,7 +7,6 @@ item it saved; bad setups end on every rank with one line on rank 0 and no hang.
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import pytest
 
 from base_bench.engine.distributed import Ranks, batch_cost, make_batches, share
 from base_bench.engine.scoring import Encoded
+
 from fixtures import write_dataset
 from tiny import save_tiny
 
@@ -35,21 +35,46 @@ def setup(tmp_path_factory):
 
 
 def flags(setup, out, *extra):
-    return ["--model", str(setup / "tiny"), "--local-data", str(setup / "data"), "--device", "cpu",
-            "--out-dir", str(out), "--dist-timeout", "60", *map(str, extra)]
+    return [
+        "--model",
+        str(setup / "tiny"),
+        "--local-data",
+        str(setup / "data"),
+        "--device",
+        "cpu",
+        "--out-dir",
+        str(out),
+        "--dist-timeout",
+        "60",
+        *map(str, extra),
+    ]
 
 
 def torchrun(n, args, env=None, script=None):
     """`torchrun --nproc_per_node n` on benchmark.py (or tests/rankrun.py); returns the CompletedProcess."""
-    cmd = [*TORCHRUN, "--nproc_per_node", str(n), "--master_port", str(free_port()),
-           str(script or ROOT / "benchmark.py"), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
-                          env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+    cmd = [
+        *TORCHRUN,
+        "--nproc_per_node",
+        str(n),
+        "--master_port",
+        str(free_port()),
+        str(script or ROOT / "benchmark.py"),
+        *args,
+    ]
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        cwd=ROOT,
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+    )
 
 
 def single(args):
-    return subprocess.run([sys.executable, str(ROOT / "benchmark.py"), *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), *args], capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT
+    )
 
 
 def free_port() -> int:
@@ -64,8 +89,11 @@ def report(out) -> dict:
 
 def assert_same(a: dict, b: dict):
     assert [i["id"] for i in a["items"]] == [i["id"] for i in b["items"]]
-    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
-                for x, y in zip(i["choices"], j["choices"]))
+    worst = max(
+        abs(x["logprob"] - y["logprob"])
+        for i, j in zip(a["items"], b["items"])
+        for x, y in zip(i["choices"], j["choices"])
+    )
     assert worst < 1e-4
     assert [i["prediction"] for i in a["items"]] == [i["prediction"] for i in b["items"]]
     assert a["results"] == b["results"]  # the same Elo, intervals and accuracies, to the bit
@@ -130,10 +158,19 @@ def test_two_ranks_equal_one_process(setup, reference):
 
 def test_three_ranks_with_python_m_base_bench(setup, reference):
     out = setup / "three"
-    cmd = [*TORCHRUN, "--nproc_per_node", "3", "--master_port", str(free_port()), "-m", "base_bench",
-           *flags(setup, out, "--batch-size", 5)]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT,
-                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    cmd = [
+        *TORCHRUN,
+        "--nproc_per_node",
+        "3",
+        "--master_port",
+        str(free_port()),
+        "-m",
+        "base_bench",
+        *flags(setup, out, "--batch-size", 5),
+    ]
+    p = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     rep = report(out)
     assert_same(reference, rep)
@@ -167,8 +204,12 @@ def test_resume_across_world_sizes(setup, reference):
 def test_sigkill_of_one_rank_keeps_what_it_saved(setup, reference, tmp_path, victim):
     out = tmp_path / "killed"
     log = tmp_path / "victim-saved.json"
-    p = torchrun(2, flags(setup, out, "--batch-size", 4), script=ROOT / "tests" / "rankrun.py",
-                 env={"RANKRUN_FAULT": "kill-after:5", "RANKRUN_RANK": victim, "RANKRUN_LOG": str(log)})
+    p = torchrun(
+        2,
+        flags(setup, out, "--batch-size", 4),
+        script=ROOT / "tests" / "rankrun.py",
+        env={"RANKRUN_FAULT": "kill-after:5", "RANKRUN_RANK": victim, "RANKRUN_LOG": str(log)},
+    )
     assert p.returncode != 0
     saved_by_victim = json.loads(log.read_text())
     ids = set(partial_ids(out))
@@ -188,12 +229,33 @@ def test_two_nodes_without_a_shared_disk(setup, reference, tmp_path):
     rank does not see rank 0's out-dir, so rank 0 saves that rank's results after each exchange."""
     port = free_port()
     out = tmp_path / "nodes"
-    procs = [subprocess.Popen([*TORCHRUN, "--nnodes", "2", "--node_rank", str(n), "--nproc_per_node", "1",
-                               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "bb",
-                               str(ROOT / "tests" / "rankrun.py"), *flags(setup, out)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                              env={**os.environ, "OMP_NUM_THREADS": "1", "RANKRUN_FAULT": "own-disk"})
-             for n in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [
+                *TORCHRUN,
+                "--nnodes",
+                "2",
+                "--node_rank",
+                str(n),
+                "--nproc_per_node",
+                "1",
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                f"127.0.0.1:{port}",
+                "--rdzv-id",
+                "bb",
+                str(ROOT / "tests" / "rankrun.py"),
+                *flags(setup, out),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "RANKRUN_FAULT": "own-disk"},
+        )
+        for n in (0, 1)
+    ]
     outs = [p.communicate(timeout=TIMEOUT) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
     rep = report(out)
@@ -206,8 +268,12 @@ def test_two_nodes_without_a_shared_disk(setup, reference, tmp_path):
 
 def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_path):
     out = tmp_path / "oom-some"
-    p = torchrun(2, flags(setup, out, "--batch-size", 8), script=ROOT / "tests" / "rankrun.py",
-                 env={"RANKRUN_FAULT": "oom-above:2"})
+    p = torchrun(
+        2,
+        flags(setup, out, "--batch-size", 8),
+        script=ROOT / "tests" / "rankrun.py",
+        env={"RANKRUN_FAULT": "oom-above:2"},
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert "on rank 1; batch size lowered to 4" in p.stderr and "batch size lowered to 2" in p.stderr
     rep = report(out)
@@ -240,31 +306,37 @@ def ours_in_traceback(p) -> bool:
     return f'File "{ROOT / "base_bench"}' in p.stderr
 
 
-@pytest.mark.parametrize("fault, message", [
-    ("oom-after:1", "out of accelerator memory on rank 1 even at batch size 1"),
-    ("oom", "out of accelerator memory while checking packing on 2 items; try a smaller dtype or another device"),
-])
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("oom-after:1", "out of accelerator memory on rank 1 even at batch size 1"),
+        ("oom", "out of accelerator memory while checking packing on 2 items; try a smaller dtype or another device"),
+    ],
+)
 def test_oom_at_batch_size_1_stops_every_rank(setup, tmp_path, fault, message):
     out = tmp_path / "oom-all"
-    p = torchrun(2, flags(setup, out, "--batch-size", 2), script=ROOT / "tests" / "rankrun.py",
-                 env={"RANKRUN_FAULT": fault})
+    p = torchrun(
+        2, flags(setup, out, "--batch-size", 2), script=ROOT / "tests" / "rankrun.py", env={"RANKRUN_FAULT": fault}
+    )
     assert p.returncode != 0 and stopped_both(p)
     assert error_lines(p) == [f"base-bench: error: {message}"]  # said once, by rank 0
     assert not ours_in_traceback(p)
 
 
-@pytest.mark.parametrize("swap, fragment", [
-    ("--local-data", "the ranks disagree on the data SHA-256"),
-    ("--model", "the ranks disagree on the model fingerprint"),
-])
+@pytest.mark.parametrize(
+    "swap, fragment",
+    [
+        ("--local-data", "the ranks disagree on the data SHA-256"),
+        ("--model", "the ranks disagree on the model fingerprint"),
+    ],
+)
 def test_ranks_that_disagree_are_refused_before_scoring(setup, tmp_path, swap, fragment):
     other = tmp_path / "otherdata"
     recs_path = write_dataset(other)
     recs_path.write_text(recs_path.read_text().replace("she looked at", "he looked at"))
     new = str(other) if swap == "--local-data" else str(setup / "other")
     out = tmp_path / "disagree"
-    p = torchrun(2, flags(setup, out), script=ROOT / "tests" / "rankrun.py",
-                 env={"RANKRUN_FAULT": f"arg:{swap}={new}"})
+    p = torchrun(2, flags(setup, out), script=ROOT / "tests" / "rankrun.py", env={"RANKRUN_FAULT": f"arg:{swap}={new}"})
     assert p.returncode != 0 and stopped_both(p)
     lines = error_lines(p)
     assert len(lines) == 1 and fragment in lines[0], p.stderr[-2000:]
@@ -274,16 +346,25 @@ def test_ranks_that_disagree_are_refused_before_scoring(setup, tmp_path, swap, f
 
 def test_world_size_without_rendezvous_is_one_line(setup, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
-    p = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), *flags(setup, tmp_path / "x")],
-                       capture_output=True, text=True, timeout=60, env={**env, "WORLD_SIZE": "2", "RANK": "0"})
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), *flags(setup, tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "WORLD_SIZE": "2", "RANK": "0"},
+    )
     assert p.returncode == 2 and error_lines(p) and "MASTER_ADDR, MASTER_PORT is not set" in p.stderr
     # an address where nobody answers: rank 1 gives up after --dist-timeout
     port = free_port()
     args = flags(setup, tmp_path / "y")
     args[args.index("--dist-timeout") + 1] = "3"
-    p = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), *args], capture_output=True, text=True,
-                       timeout=120, env={**env, "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1",
-                                         "MASTER_PORT": str(port)})
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)},
+    )
     assert p.returncode == 2, p.stderr[-2000:]
     lines = error_lines(p)
     assert len(lines) == 1 and "could not join the rendezvous at 127.0.0.1" in lines[0]
@@ -311,12 +392,25 @@ def test_each_rank_takes_its_local_gpu_and_cuda_n_is_refused(monkeypatch):
 @pytest.mark.parametrize("wrap", ["replica", "fsdp2", "fsdp1"])
 def test_evaluate_on_every_rank(setup, tmp_path, wrap):
     from base_bench import evaluate
+
     from tiny import tiny_model, tiny_tokenizer
 
     tok = tiny_tokenizer()
     want = evaluate(tiny_model("llama", tok), tok, str(setup / "data"), limit=45, batch_size=4, progress=False)
-    cmd = [*TORCHRUN, "--nproc_per_node", "2", "--master_port", str(free_port()), str(ROOT / "tests" / "rankeval.py"),
-           str(tmp_path), str(setup / "data"), "tiny", wrap, "45", "4"]
+    cmd = [
+        *TORCHRUN,
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        str(ROOT / "tests" / "rankeval.py"),
+        str(tmp_path),
+        str(setup / "data"),
+        "tiny",
+        wrap,
+        "45",
+        "4",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     got = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]

@@ -12,9 +12,20 @@ from urllib.parse import unquote
 import pytest
 
 from base_bench.commands.cli import build_parser
+
 from docpages import (
-    ROOT, RUN_LANGS, TEXT_LANGS, anchors, code_blocks, example_pages, images, links, not_run_comments, pages,
-    section, slug,
+    ROOT,
+    RUN_LANGS,
+    TEXT_LANGS,
+    anchors,
+    code_blocks,
+    example_pages,
+    images,
+    links,
+    not_run_comments,
+    pages,
+    section,
+    slug,
 )
 
 README = ROOT / "README.md"
@@ -25,15 +36,18 @@ def rel(p: Path) -> str:
     return p.relative_to(ROOT).as_posix()
 
 
-@pytest.mark.parametrize("heading, anchor", [
-    ("Two commands", "two-commands"),
-    ("Hub mirrors: `HF_ENDPOINT`", "hub-mirrors-hf_endpoint"),
-    ("Uncertainty: how sure is the number?", "uncertainty-how-sure-is-the-number"),
-    ("Bigger than one device: `--device-map`", "bigger-than-one-device---device-map"),
-    ("In a `Trainer`: `BaseBenchCallback`", "in-a-trainer-basebenchcallback"),
-    ("2 ranks × 1 thread", "2-ranks--1-thread"),
-    ("See [the data](data.md)", "see-the-data"),
-])
+@pytest.mark.parametrize(
+    "heading, anchor",
+    [
+        ("Two commands", "two-commands"),
+        ("Hub mirrors: `HF_ENDPOINT`", "hub-mirrors-hf_endpoint"),
+        ("Uncertainty: how sure is the number?", "uncertainty-how-sure-is-the-number"),
+        ("Bigger than one device: `--device-map`", "bigger-than-one-device---device-map"),
+        ("In a `Trainer`: `BaseBenchCallback`", "in-a-trainer-basebenchcallback"),
+        ("2 ranks × 1 thread", "2-ranks--1-thread"),
+        ("See [the data](data.md)", "see-the-data"),
+    ],
+)
 def test_slug_is_githubs(heading, anchor):
     assert slug(heading) == anchor
 
@@ -62,13 +76,18 @@ def broken_links(path: Path) -> list[str]:
 def test_broken_links_are_found(tmp_path):
     (tmp_path / "other.md").write_text("# Other\n\n## Hub mirrors: `HF_ENDPOINT`\n")
     page = tmp_path / "page.md"
-    page.write_text("# Page\n\n## Here\n\n[ok](other.md#hub-mirrors-hf_endpoint), [ok](#here), "
-                    "[ok](https://example.com/x.md), `[code](nowhere.md)`\n"
-                    "[gone](missing.md) and ![gone](img/none.png)\n[bad anchor](other.md#hub-mirrors)\n"
-                    "[bad here](#there)\n```bash\n[in code](nowhere.md)\n```\n")
-    assert broken_links(page) == ["6: missing.md (no such file)", "6: img/none.png (no such file)",
-                                  "7: other.md#hub-mirrors (no heading makes #hub-mirrors)",
-                                  "8: #there (no heading makes #there)"]
+    page.write_text(
+        "# Page\n\n## Here\n\n[ok](other.md#hub-mirrors-hf_endpoint), [ok](#here), "
+        "[ok](https://example.com/x.md), `[code](nowhere.md)`\n"
+        "[gone](missing.md) and ![gone](img/none.png)\n[bad anchor](other.md#hub-mirrors)\n"
+        "[bad here](#there)\n```bash\n[in code](nowhere.md)\n```\n"
+    )
+    assert broken_links(page) == [
+        "6: missing.md (no such file)",
+        "6: img/none.png (no such file)",
+        "7: other.md#hub-mirrors (no heading makes #hub-mirrors)",
+        "8: #there (no heading makes #there)",
+    ]
 
 
 @pytest.mark.parametrize("page", [rel(p) for p in pages()])
@@ -80,8 +99,11 @@ def test_every_relative_link_and_anchor_resolves(page):
 @pytest.mark.parametrize("page", [rel(p) for p in pages()])
 def test_pictures_live_beside_their_page(page):
     path = ROOT / page
-    far = [f"{page}:{n}: {t}" for n, t in images(path)
-           if not re.match(r"^[a-z]+:", t) and not (path.parent / t).resolve().is_relative_to(path.parent)]
+    far = [
+        f"{page}:{n}: {t}"
+        for n, t in images(path)
+        if not re.match(r"^[a-z]+:", t) and not (path.parent / t).resolve().is_relative_to(path.parent)
+    ]
     assert not far, "\n".join(far)
 
 
@@ -91,14 +113,19 @@ def test_every_code_block_runs_or_says_why_not(page):
     bad = []
     for b in code_blocks(path):
         if b.lang not in RUN_LANGS + TEXT_LANGS:
-            bad.append(f"{page}:{b.line}: ```{b.lang}: use ```python or ```bash for examples, ``` or ```text for output")
+            bad.append(
+                f"{page}:{b.line}: ```{b.lang}: use ```python or ```bash for examples, ``` or ```text for output"
+            )
         elif b.not_run is not None and b.lang not in RUN_LANGS:
             bad.append(f"{page}:{b.line}: a `not run` comment before a ```{b.lang} block, which never runs anyway")
         elif b.not_run == "":
             bad.append(f"{page}:{b.line}: `<!-- not run: -->` must say why")
     marked = {b.line - 1 for b in code_blocks(path) if b.not_run is not None}
-    bad += [f"{page}:{n}: a `not run` comment that is not right above a code block"
-            for n, _ in not_run_comments(path) if n not in marked]
+    bad += [
+        f"{page}:{n}: a `not run` comment that is not right above a code block"
+        for n, _ in not_run_comments(path)
+        if n not in marked
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -122,8 +149,9 @@ def test_every_docs_page_opens_with_what_it_is_for(page):
     """A title, then a paragraph of prose (not a heading, list, table or code) before anything else."""
     paras = [p.strip() for p in (DOCS / page).read_text(encoding="utf-8").split("\n\n") if p.strip()]
     assert paras[0].startswith("# ") and "\n" not in paras[0], f"{page} does not start with one # title"
-    assert re.match(r"^[A-Za-z]", paras[1]) and not paras[1].startswith(("|", "-", "```", "<!--")), \
+    assert re.match(r"^[A-Za-z]", paras[1]) and not paras[1].startswith(("|", "-", "```", "<!--")), (
         f"{page}: the title should be followed by a paragraph saying what the page is for"
+    )
     assert len(paras[1].split()) >= 15, f"{page}: the opening paragraph is too short to say what the page is for"
 
 
@@ -173,6 +201,7 @@ def test_changelog_names_the_scoring_version_of_each_release():
     releases = re.split(r"^## ", text, flags=re.M)[1:]
     assert releases and releases[0].startswith("Unreleased")
     from base_bench import __version__
+
     assert any(r.startswith(__version__) for r in releases), f"no entry for {__version__}"
     for r in releases:
         assert "Scoring version:" in r, f"the entry {r.splitlines()[0]!r} does not say its scoring version"

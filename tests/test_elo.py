@@ -19,14 +19,14 @@ def closed_form(e):
 @pytest.mark.parametrize(
     "outcomes, want",
     [
-        ([], 1000.0),                                                   # prior alone
-        ([(1000, 1, 1)], closed_form(0.6)),                             # 1 - E = 4E - 2  -> E = 0.6
-        ([(1000, 1, 0)], closed_form(0.4)),                             # -E = 4E - 2     -> E = 0.4
-        ([(1000, 1, 1), (1000, 1, 0)], 1000.0),                         # half right
-        ([(1000, 1, 1)] * 10, 1000 + 400 * math.log10(6)),              # all right: E = 12/14
-        ([(1000, 1, 0)] * 10, 1000 - 400 * math.log10(6)),              # all wrong: E = 2/14
+        ([], 1000.0),  # prior alone
+        ([(1000, 1, 1)], closed_form(0.6)),  # 1 - E = 4E - 2  -> E = 0.6
+        ([(1000, 1, 0)], closed_form(0.4)),  # -E = 4E - 2     -> E = 0.4
+        ([(1000, 1, 1), (1000, 1, 0)], 1000.0),  # half right
+        ([(1000, 1, 1)] * 10, 1000 + 400 * math.log10(6)),  # all right: E = 12/14
+        ([(1000, 1, 0)] * 10, 1000 - 400 * math.log10(6)),  # all wrong: E = 2/14
         ([(1000, 2.25, 1), (1000, 1.5, 0), (1000, 1.0, 1)], closed_form(0.6)),  # (3.25+2)/(4.75+4)
-        ([(1000, 1.5, 1), (1000, 2.25, 0)], closed_form(3.5 / 7.75)),   # weighted mix, weight matters
+        ([(1000, 1.5, 1), (1000, 2.25, 0)], closed_form(3.5 / 7.75)),  # weighted mix, weight matters
     ],
 )
 def test_fit_elo_hand_computed(outcomes, want):
@@ -49,7 +49,7 @@ def test_fit_solves_equation_with_mixed_item_ratings():
 
 def test_more_correct_never_lowers_rating():
     base = [(900, 1.0, 0)] * 5
-    ratings = [elo.fit_elo(base[:5 - k] + [(900, 1.0, 1)] * k) for k in range(6)]
+    ratings = [elo.fit_elo(base[: 5 - k] + [(900, 1.0, 1)] * k) for k in range(6)]
     assert ratings == sorted(ratings) and len(set(ratings)) == 6
 
 

@@ -7,14 +7,22 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModel, AutoModelForCausalLM, BertConfig, BertForMaskedLM, T5Config, T5ForConditionalGeneration
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    BertConfig,
+    BertForMaskedLM,
+    T5Config,
+    T5ForConditionalGeneration,
+)
 
 import base_bench
 from base_bench import BaseBenchError, DataError, ModelError, RunError, UsageError, evaluate
-from base_bench.items import hub
-from base_bench.engine import scoring
 from base_bench.commands.cli import main
+from base_bench.engine import scoring
+from base_bench.items import hub
 from base_bench.items.dataset import BUNDLED_SHA256
+
 from fixtures import records, write_dataset
 from tiny import save_tiny, tiny_config, tiny_model, tiny_tokenizer
 
@@ -41,8 +49,11 @@ def model_dir(tmp_path_factory):
 
 def max_choice_delta(a: dict, b: dict) -> float:
     assert [i["id"] for i in a["items"]] == [i["id"] for i in b["items"]]
-    return max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
-               for x, y in zip(i["choices"], j["choices"]))
+    return max(
+        abs(x["logprob"] - y["logprob"])
+        for i, j in zip(a["items"], b["items"])
+        for x, y in zip(i["choices"], j["choices"])
+    )
 
 
 def keys(d, prefix=""):
@@ -60,11 +71,27 @@ def keys(d, prefix=""):
 @pytest.mark.parametrize("kind", ["llama", "gpt2"])
 def test_api_equals_cli_on_a_tiny_model(kind, data_dir, tmp_path):
     path = save_tiny(tmp_path / f"tiny-{kind}", kind)
-    assert main(["--model", str(path), "--local-data", str(data_dir), "--out-dir", str(tmp_path / "cli"),
-                 "--device", "cpu", "--limit", "60"]) == 0
+    assert (
+        main(
+            [
+                "--model",
+                str(path),
+                "--local-data",
+                str(data_dir),
+                "--out-dir",
+                str(tmp_path / "cli"),
+                "--device",
+                "cpu",
+                "--limit",
+                "60",
+            ]
+        )
+        == 0
+    )
     cli = json.loads((tmp_path / "cli" / "report.json").read_text())
     model = AutoModelForCausalLM.from_pretrained(path)
     from transformers import AutoTokenizer
+
     api = evaluate(model, AutoTokenizer.from_pretrained(path), data_dir, limit=60, progress=False)
     assert max_choice_delta(api, cli) < 1e-4
     assert abs(api["results"]["overall"]["elo"] - cli["results"]["overall"]["elo"]) < 0.01
@@ -121,7 +148,7 @@ def assert_same_model(before, model):
 def test_model_is_left_as_found(tok):
     model = tiny_model("llama", tok)
     model.train()
-    model.model.layers[1].eval()          # a mixed state must come back exactly
+    model.model.layers[1].eval()  # a mixed state must come back exactly
     model.lm_head.weight.requires_grad_(False)
     before = snapshot_model(model)
     seen = []
@@ -207,8 +234,11 @@ def test_any_dtype_is_scored_as_it_is(tok):
     assert rep["config"]["dtype"] == "bfloat16"
     assert_same_model(before, model)  # not cast to float32 for scoring
     ref = evaluate(tiny_model("llama", tok), tok, limit=16, progress=False)
-    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(ref["items"], rep["items"])
-                for x, y in zip(i["choices"], j["choices"]))
+    worst = max(
+        abs(x["logprob"] - y["logprob"])
+        for i, j in zip(ref["items"], rep["items"])
+        for x, y in zip(i["choices"], j["choices"])
+    )
     assert 0 < worst < 1.0  # bfloat16 weights: close to float32, not equal
 
 
@@ -233,27 +263,34 @@ def not_causal(kind, tok):
     if kind == "base":
         return AutoModel.from_config(tiny_config("llama", len(tok)))
     if kind == "masked":
-        return BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
-                                          num_attention_heads=2, intermediate_size=64))
+        return BertForMaskedLM(
+            BertConfig(
+                vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64
+            )
+        )
     if kind == "seq2seq":
-        return T5ForConditionalGeneration(T5Config(vocab_size=len(tok), d_model=32, d_ff=64, num_layers=1,
-                                                   num_heads=2, d_kv=16))
+        return T5ForConditionalGeneration(
+            T5Config(vocab_size=len(tok), d_model=32, d_ff=64, num_layers=1, num_heads=2, d_kv=16)
+        )
     return "gpt2"
 
 
-@pytest.mark.parametrize("case, error, fragment", [
-    ("missing data", DataError, "no such directory or data file"),
-    ("schema", DataError, "field 'label' has type bool"),
-    ("not data", DataError, "data must be None"),
-    ("vocab", ModelError, "vocabulary has 100 entries; is this the model's own tokenizer?"),
-    ("base", ModelError, "no language-model head; load it with AutoModelForCausalLM"),
-    ("masked", ModelError, "is not a causal LM"),
-    ("seq2seq", ModelError, "encoder-decoder"),
-    ("string", ModelError, "must be a loaded transformers causal LM"),
-    ("tokenizer", ModelError, "tokenizer must be a transformers tokenizer"),
-    ("limit", UsageError, "limit must be a whole number"),
-    ("batch", UsageError, "batch_size must be"),
-])
+@pytest.mark.parametrize(
+    "case, error, fragment",
+    [
+        ("missing data", DataError, "no such directory or data file"),
+        ("schema", DataError, "field 'label' has type bool"),
+        ("not data", DataError, "data must be None"),
+        ("vocab", ModelError, "vocabulary has 100 entries; is this the model's own tokenizer?"),
+        ("base", ModelError, "no language-model head; load it with AutoModelForCausalLM"),
+        ("masked", ModelError, "is not a causal LM"),
+        ("seq2seq", ModelError, "encoder-decoder"),
+        ("string", ModelError, "must be a loaded transformers causal LM"),
+        ("tokenizer", ModelError, "tokenizer must be a transformers tokenizer"),
+        ("limit", UsageError, "limit must be a whole number"),
+        ("batch", UsageError, "batch_size must be"),
+    ],
+)
 def test_bad_input_raises_one_line_and_writes_nothing(case, error, fragment, tok, tmp_path):
     model, tokenizer, data, kw = tiny_model("llama", tok), tok, None, {}
     if case == "missing data":
@@ -286,16 +323,28 @@ def test_bad_input_raises_one_line_and_writes_nothing(case, error, fragment, tok
 
 
 def test_errors_are_exported_from_the_package():
-    names = ["BaseBenchError", "DataError", "HubError", "ModelError", "ReportError", "RunError", "ScoringError",
-             "UsageError"]
+    names = [
+        "BaseBenchError",
+        "DataError",
+        "HubError",
+        "ModelError",
+        "ReportError",
+        "RunError",
+        "ScoringError",
+        "UsageError",
+    ]
     for name in names:
         cls = getattr(base_bench, name)
         assert issubclass(cls, base_bench.BaseBenchError) and name in base_bench.__all__
 
 
 def test_model_info_from_the_cli_is_recorded(tok, model_dir, data_dir, tmp_path):
-    assert main(["--model", str(model_dir), "--local-data", str(data_dir), "--out-dir", str(tmp_path / "r"),
-                 "--limit", "3"]) == 0
+    assert (
+        main(
+            ["--model", str(model_dir), "--local-data", str(data_dir), "--out-dir", str(tmp_path / "r"), "--limit", "3"]
+        )
+        == 0
+    )
     cfg = json.loads((tmp_path / "r" / "report.json").read_text())["config"]
     assert cfg["model"]["kind"] == "dir" and cfg["model"]["spec"] == str(model_dir)
     assert cfg["model"]["n_parameters"] > 0 and "identity" not in cfg["model"] and "load_s" not in cfg["model"]

@@ -27,12 +27,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import faultrun
 from base_bench import RunError, StorageError, evaluate
 from base_bench.commands.cli import main
+from base_bench.engine.runstore import LOCK, PARTIAL, RunStore
 from base_bench.items.records import ChoiceScore, ItemResult
 from base_bench.results.report import render_markdown
-from base_bench.engine.runstore import LOCK, PARTIAL, RunStore
+
+import faultrun
 from fixtures import write_dataset
 from tiny import save_tiny, tiny_model, tiny_tokenizer
 
@@ -63,8 +64,23 @@ def base(tmp_path_factory):
 
 
 def cli_args(base, out, *extra):
-    return ["--model", str(base / "tiny"), "--local-data", str(base / "data"), "--device", "cpu", "--threads", "1",
-            "--limit", str(N), "--batch-size", "4", "--out-dir", str(out), *map(str, extra)]
+    return [
+        "--model",
+        str(base / "tiny"),
+        "--local-data",
+        str(base / "data"),
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--limit",
+        str(N),
+        "--batch-size",
+        "4",
+        "--out-dir",
+        str(out),
+        *map(str, extra),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +163,11 @@ def assert_matches_reference(out: Path, reference: dict, saved_before: int) -> N
     assert rep["results"] == reference["results"]
     assert [i["id"] for i in rep["items"]] == [i["id"] for i in reference["items"]]
     assert [i["prediction"] for i in rep["items"]] == [i["prediction"] for i in reference["items"]]
-    worst = max(abs(a["logprob"] - b["logprob"]) for x, y in zip(rep["items"], reference["items"])
-                for a, b in zip(x["choices"], y["choices"]))
+    worst = max(
+        abs(a["logprob"] - b["logprob"])
+        for x, y in zip(rep["items"], reference["items"])
+        for a, b in zip(x["choices"], y["choices"])
+    )
     assert worst < 1e-4
     assert rep["timing"]["items_scored_this_session"] == N - saved_before
     lines, torn = saved_lines(out)
@@ -170,33 +189,59 @@ KILLS = {
     "model loaded": (["kill-after:load"], None, 0, False),
     "lock taken": (["kill-after:lock"], [LOCK], 0, False),
     "run_config.json half written": (["kill-mid-write:run_config.json.tmp"], [LOCK, "run_config.json.tmp"], 0, False),
-    "run_config.json before rename": (["kill-before-replace:run_config.json"], [LOCK, "run_config.json.tmp"], 0,
-                                      False),
+    "run_config.json before rename": (["kill-before-replace:run_config.json"], [LOCK, "run_config.json.tmp"], 0, False),
     "run_config.json written": (["kill-after:start"], [LOCK, "run_config.json"], 0, False),
     "first batch saved": (["kill-after:append:1"], [LOCK, PARTIAL, "run_config.json"], 4, False),
     # half of the 4th batch's bytes: up to 3 of its lines whole, and (most likely) a torn one
-    "4th batch half written": (["kill-mid-write:partial_results.jsonl:4"], [LOCK, PARTIAL, "run_config.json"],
-                               (12, 15), None),
+    "4th batch half written": (
+        ["kill-mid-write:partial_results.jsonl:4"],
+        [LOCK, PARTIAL, "run_config.json"],
+        (12, 15),
+        None,
+    ),
     "6th of 10 batches saved": (["kill-after:append:6"], [LOCK, PARTIAL, "run_config.json"], 24, False),
     "last batch saved": (["kill-after:append:10"], [LOCK, PARTIAL, "run_config.json"], 40, False),
-    "report.json half written": (["kill-mid-write:report.json.tmp"],
-                                 [LOCK, PARTIAL, "report.json.tmp", "run_config.json"], 40, False),
-    "report.json before rename": (["kill-before-replace:report.json"],
-                                  [LOCK, PARTIAL, "report.json.tmp", "run_config.json"], 40, False),
-    "report.json written, predictions.md not": (["kill-after-replace:report.json"],
-                                                [LOCK, PARTIAL, "report.json", "run_config.json"], 40, False),
-    "predictions.md half written": (["kill-mid-write:predictions.md.tmp"],
-                                    [LOCK, PARTIAL, "predictions.md.tmp", "report.json", "run_config.json"], 40,
-                                    False),
+    "report.json half written": (
+        ["kill-mid-write:report.json.tmp"],
+        [LOCK, PARTIAL, "report.json.tmp", "run_config.json"],
+        40,
+        False,
+    ),
+    "report.json before rename": (
+        ["kill-before-replace:report.json"],
+        [LOCK, PARTIAL, "report.json.tmp", "run_config.json"],
+        40,
+        False,
+    ),
+    "report.json written, predictions.md not": (
+        ["kill-after-replace:report.json"],
+        [LOCK, PARTIAL, "report.json", "run_config.json"],
+        40,
+        False,
+    ),
+    "predictions.md half written": (
+        ["kill-mid-write:predictions.md.tmp"],
+        [LOCK, PARTIAL, "predictions.md.tmp", "report.json", "run_config.json"],
+        40,
+        False,
+    ),
     "every file written": (["kill-after:evaluate"], FOUR, 40, False),  # the lock is released already
 }
-SIGNALS = {"SIGTERM": (signal.SIGTERM, 143, "terminated by SIGTERM"),
-           "SIGINT": (signal.SIGINT, 130, "interrupted by SIGINT")}
+SIGNALS = {
+    "SIGTERM": (signal.SIGTERM, 143, "terminated by SIGTERM"),
+    "SIGINT": (signal.SIGINT, 130, "interrupted by SIGINT"),
+}
 ERRORS = {
-    "ENOSPC on the 4th append": (["error-write:partial_results.jsonl:4:ENOSPC"],
-                                 "no space left on device (ENOSPC) while saving 4 items", 12),
-    "EIO from fsync of report.json": (["error-fsync:report.json.tmp:1:EIO"],
-                                      "input/output error (EIO) while writing", 40),
+    "ENOSPC on the 4th append": (
+        ["error-write:partial_results.jsonl:4:ENOSPC"],
+        "no space left on device (ENOSPC) while saving 4 items",
+        12,
+    ),
+    "EIO from fsync of report.json": (
+        ["error-fsync:report.json.tmp:1:EIO"],
+        "input/output error (EIO) while writing",
+        40,
+    ),
 }
 
 
@@ -247,7 +292,8 @@ def test_signal_saves_finished_items_and_exits_conventionally(name, server, base
     assert code == expected_code, err[-2000:]
     assert "Traceback" not in err
     assert err.rstrip("\n").splitlines()[-1] == (
-        f"base-bench: {words}; 8 finished items are saved in {out}; continue with --resume")
+        f"base-bench: {words}; 8 finished items are saved in {out}; continue with --resume"
+    )
     lines, tail = saved_lines(out)
     assert len(lines) == 8 and tail == b""
     assert sorted(p.name for p in out.iterdir()) == [PARTIAL, "run_config.json"]  # the lock was released
@@ -258,6 +304,7 @@ def test_signal_saves_finished_items_and_exits_conventionally(name, server, base
 def test_signal_while_an_error_unwinds_reports_the_error(base, tmp_path, capsys, monkeypatch):
     """A SIGTERM that comes while the run is already failing (torchrun sends one to the ranks still
     shutting down) does not hide the error: its line and exit code, not the signal's."""
+
     def failing(*a, **k):
         try:
             raise RunError("the real problem")
@@ -296,12 +343,15 @@ def test_disk_error_in_a_process_exits_74_and_resume_finishes(name, server, base
     assert_matches_reference(out, reference, n_saved)
 
 
-@pytest.mark.parametrize("fault, words, n_saved", [
-    ("error-write:report.json.tmp:1:ENOSPC", "no space left on device (ENOSPC) while writing", 40),
-    ("error-write:predictions.md.tmp:1:EIO", "input/output error (EIO) while writing", 40),
-    ("error-fsync:partial_results.jsonl:5:EIO", "input/output error (EIO) while saving 4 items", 16),
-    ("error-write:run_config.json.tmp:1:ENOSPC", "no space left on device (ENOSPC) while writing", 0),
-])
+@pytest.mark.parametrize(
+    "fault, words, n_saved",
+    [
+        ("error-write:report.json.tmp:1:ENOSPC", "no space left on device (ENOSPC) while writing", 40),
+        ("error-write:predictions.md.tmp:1:EIO", "input/output error (EIO) while writing", 40),
+        ("error-fsync:partial_results.jsonl:5:EIO", "input/output error (EIO) while saving 4 items", 16),
+        ("error-write:run_config.json.tmp:1:ENOSPC", "no space left on device (ENOSPC) while writing", 0),
+    ],
+)
 def test_disk_error_in_process(fault, words, n_saved, base, reference, tmp_path, capsys, monkeypatch):
     out = tmp_path / "err"
     faultrun.install(fault, setattr=monkeypatch.setattr)
@@ -338,8 +388,9 @@ def mount_tmpfs(where: Path, size: str):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     where.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True,
-                       text=True)
+    p = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+    )
     if p.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
 
@@ -427,18 +478,22 @@ def test_duplicated_line_is_tolerated_and_counted_once(base, reference, tmp_path
 # ---------------------------------------------------------------- one process per out-dir
 
 
-def test_second_process_is_refused_while_a_run_works_and_sigkill_frees_it(base, reference, tmp_path, capsys,
-                                                                          monkeypatch):
+def test_second_process_is_refused_while_a_run_works_and_sigkill_frees_it(
+    base, reference, tmp_path, capsys, monkeypatch
+):
     out = tmp_path / "locked"
-    p = subprocess.Popen(faultrun_cmd(base, out, ["stall-after:append:2"]), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        faultrun_cmd(base, out, ["stall-after:append:2"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert p.stdout.readline().startswith("stalled")
         holder = f"is in use by PID {p.pid} on host {socket.gethostname()} since "
         before = snapshot(out)
 
         with monkeypatch.context() as m:  # refused before the model loads
-            m.setattr("base_bench.backends.transformers.load_located", lambda *a, **k: pytest.fail("the model was loaded"))
+            m.setattr(
+                "base_bench.backends.transformers.load_located", lambda *a, **k: pytest.fail("the model was loaded")
+            )
             for extra in ([], ["--resume"]):
                 assert main(cli_args(base, out, *extra)) == 2
                 line = one_error_line(capsys.readouterr().err)
@@ -448,8 +503,15 @@ def test_second_process_is_refused_while_a_run_works_and_sigkill_frees_it(base, 
         tok = tiny_tokenizer()
         for resume_flag in (False, True):  # evaluate() takes the same lock
             with pytest.raises(RunError, match=holder):
-                evaluate(tiny_model("llama", tok), tok, base / "data", limit=4, out_dir=out, resume=resume_flag,
-                         progress=False)
+                evaluate(
+                    tiny_model("llama", tok),
+                    tok,
+                    base / "data",
+                    limit=4,
+                    out_dir=out,
+                    resume=resume_flag,
+                    progress=False,
+                )
         with pytest.raises(RunError, match=holder):  # and so does the lock itself, past the early check
             with RunStore(out).lock():
                 pass

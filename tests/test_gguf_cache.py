@@ -14,17 +14,23 @@ from pathlib import Path
 import pytest
 import torch
 
-from base_bench.backends import gguf_cache, transformers as model_mod
-from base_bench.commands.cli import main
+from base_bench.backends import gguf_cache
+from base_bench.backends import transformers as model_mod
 from base_bench.backends.transformers import load_model, model_size
+from base_bench.commands.cli import main
+
 from fixtures import write_dataset
 from tiny import save_tiny
 from tiny_gguf import write_tiny_gguf
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
-TEXTS = ["The quick brown fox jumps over the lazy dog.", "def add(a, b):\n    return a + b\n",
-         " She put the keys in the drawer", "SELECT name FROM users WHERE id = 3;"]
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "def add(a, b):\n    return a + b\n",
+    " She put the keys in the drawer",
+    "SELECT name FROM users WHERE id = 3;",
+]
 
 
 @pytest.fixture(scope="module")
@@ -197,8 +203,19 @@ def _other_key(entry):
     p.write_text(json.dumps(m))
 
 
-@pytest.mark.parametrize("damage", [_no_manifest, _truncated_weights, _same_size_other_bytes, _missing_tokenizer,
-                                    _extra_file, _torn_manifest, _other_key], ids=lambda f: f.__name__[1:])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        _no_manifest,
+        _truncated_weights,
+        _same_size_other_bytes,
+        _missing_tokenizer,
+        _extra_file,
+        _torn_manifest,
+        _other_key,
+    ],
+    ids=lambda f: f.__name__[1:],
+)
 def test_incomplete_entry_is_rebuilt_never_loaded(gguf_file, root, calls, capsys, damage):
     entry = Path(load_model(str(gguf_file), CPU, torch.float32).info["cache"]["path"])
     damage(entry)
@@ -228,8 +245,14 @@ load_model(sys.argv[1], torch.device("cpu"), torch.float32)
 
 
 def test_writer_killed_mid_write_leaves_nothing_loadable(gguf_file, root, calls):
-    p = subprocess.run([sys.executable, "-c", KILL_MID_WRITE, str(gguf_file)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300, env={**os.environ, "BASE_BENCH_CACHE": str(root)})
+    p = subprocess.run(
+        [sys.executable, "-c", KILL_MID_WRITE, str(gguf_file)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "BASE_BENCH_CACHE": str(root)},
+    )
     assert p.returncode == -signal.SIGKILL, p.stderr[-2000:]
     (tmp,) = entries(root)
     assert tmp.startswith(".tmp-") and (root / "gguf" / tmp / "model.safetensors").is_file()
@@ -312,4 +335,3 @@ def test_cli_reports_the_cache_and_no_cache_touches_nothing(gguf_file, root, tmp
     assert hit["config"]["model"]["cache"]["path"] == on["config"]["model"]["cache"]["path"]
     assert off["results"] == on["results"] == hit["results"]
     assert [i["choices"] for i in off["items"]] == [i["choices"] for i in hit["items"]]
-

@@ -19,8 +19,14 @@ import gpu_check  # noqa: E402
 def run(*args, timeout=600):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     env.pop("OUT", None)
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=str(ROOT))
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(ROOT),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +55,8 @@ def test_exactness_rows(dry):
     ex = checks["exactness"]
     rows = ex["rows"]
     assert {(r["dtype"], r["scorer"], r["batch_size"]) for r in rows} == {
-        (d, s, b) for d in ("float32", "bfloat16") for s in gpu_check.SCORER_NAMES for b in gpu_check.BATCH_SIZES}
+        (d, s, b) for d in ("float32", "bfloat16") for s in gpu_check.SCORER_NAMES for b in gpu_check.BATCH_SIZES
+    }
     assert all(r["model"] == "tiny" and r["choices"] == 4 * gpu_check.DRY_ITEMS for r in rows)
     fp32 = [r for r in rows if r["dtype"] == "float32"]
     assert ex["met"] is True and ex["float32_worst"] == max(r["max_abs_delta"] for r in fp32) <= 1e-4
@@ -112,8 +119,15 @@ def test_markdown_is_rendered_from_the_json(dry, tmp_path):
     assert md == gpu_check.render_md(doc)
     for c in gpu_check.CHECKS:
         assert f"| {c.title} | ok" in md
-    for head in ("## Exactness", "## bfloat16 against float32", "## --batch-size auto", "## Speed", "## evaluate()",
-                 "## torchrun", "## --device-map"):
+    for head in (
+        "## Exactness",
+        "## bfloat16 against float32",
+        "## --batch-size auto",
+        "## Speed",
+        "## evaluate()",
+        "## torchrun",
+        "## --device-map",
+    ):
         assert head in md
     copy = tmp_path / "gpu_check.json"
     copy.write_text(json.dumps(doc))
@@ -129,11 +143,14 @@ def test_an_existing_result_is_not_overwritten(dry):
     assert (out / "gpu_check.json").read_bytes() == before
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--dry-run", "--only", "speed,nope"], "unknown check(s) nope"),
-    (["--dry-run", "--items", "0"], "--items must be 1 or more"),
-    (["--dry-run"], "give --out DIR"),
-])
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--dry-run", "--only", "speed,nope"], "unknown check(s) nope"),
+        (["--dry-run", "--items", "0"], "--items must be 1 or more"),
+        (["--dry-run"], "give --out DIR"),
+    ],
+)
 def test_bad_flags_get_one_line(args, fragment):
     p = run(*args)
     assert p.returncode == 2 and fragment in p.stderr and p.stderr.strip().count("\n") == 0, p.stderr
@@ -149,21 +166,35 @@ def test_fed_flops_and_copied_bytes_by_hand():
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    cfg = LlamaConfig(vocab_size=10, hidden_size=8, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
-                      num_key_value_heads=1, head_dim=4, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=10,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=4,
+        tie_word_embeddings=True,
+    )
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     batch = [_enc((1, 2, 3), (4, 5), (6,))]  # packed row: 3 context + 1 + 0 continuation tokens = 4; 2 kept
     got = gpu_check.fed_flops(model, [batch])
     # linear: q 64 + k 32 + v 32 + o 64 + gate/up/down 3 * 128 = 576 parameters, on 1 x 4 positions;
     # attention: 4 * 1 layer * (2 heads * 4) * 4 * 4; LM head: 2 * 80 * 2 kept positions
-    assert got == {"flops": 2 * 576 * 4 + 4 * 8 * 16 + 2 * 80 * 2, "positions": 4, "kept_positions": 2,
-                   "linear_params": 576}
+    assert got == {
+        "flops": 2 * 576 * 4 + 4 * 8 * 16 + 2 * 80 * 2,
+        "positions": 4,
+        "kept_positions": 2,
+        "linear_params": 576,
+    }
     two = [_enc((1, 2, 3), (4, 5), (6,)), _enc((1,), (2,), (3,))]  # T = 4, B = 2
     assert gpu_check._h2d_bytes([two], 2) == 2 * 4 * 8 * 2 + 2 * 4 * 4 * 2 + 2 * 4
 
 
-@pytest.mark.parametrize("values, q, want", [([3.0, 1.0, 2.0], 0.5, 2.0), ([3.0, 1.0, 2.0], 0.99, 3.0),
-                                             ([5.0], 0.99, 5.0), ([1.0, 2.0, 3.0, 4.0], 0.25, 1.0)])
+@pytest.mark.parametrize(
+    "values, q, want",
+    [([3.0, 1.0, 2.0], 0.5, 2.0), ([3.0, 1.0, 2.0], 0.99, 3.0), ([5.0], 0.99, 5.0), ([1.0, 2.0, 3.0, 4.0], 0.25, 1.0)],
+)
 def test_percentile(values, q, want):
     assert gpu_check.percentile(values, q) == want
 
@@ -200,30 +231,53 @@ def test_carried_tokenizer_is_smollm2s_from_the_gguf():
             assert got(text, add_special_tokens=False)["input_ids"] == want(text, add_special_tokens=False)["input_ids"]
 
 
-@pytest.mark.parametrize("name, kind", [
-    ("Memcpy HtoD (Pageable -> Device)", "memcpy HtoD"), ("Memcpy DtoH (Device -> Pageable)", "memcpy DtoH"),
-    ("Memset (Device)", "memcpy/memset other"), ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention"),
-    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "GEMM"), ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "GEMM"),
-    ("void at::native::vectorized_elementwise_kernel<4, ...>", "other kernels"),
-])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("Memcpy HtoD (Pageable -> Device)", "memcpy HtoD"),
+        ("Memcpy DtoH (Device -> Pageable)", "memcpy DtoH"),
+        ("Memset (Device)", "memcpy/memset other"),
+        ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80", "attention"),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "GEMM"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "GEMM"),
+        ("void at::native::vectorized_elementwise_kernel<4, ...>", "other kernels"),
+    ],
+)
 def test_kernel_kinds(name, kind):
     assert gpu_check.kernel_kind(name) == kind
 
 
 def test_profile_summary_by_hand():
     """Device time is the union of the device intervals; host calls are counted by their API names."""
-    rows = [(True, "nvjet_gemm", 0.0, 100.0), (True, "fmha_kernel", 50.0, 150.0),  # overlap: busy 0..150
-            (True, "Memcpy HtoD (Pageable -> Device)", 300.0, 310.0),          # busy 300..310
-            (True, "vectorized_elementwise_kernel", 305.0, 308.0),             # inside the copy
-            (False, "cudaLaunchKernel", 0.0, 5.0), (False, "cudaLaunchKernelExC", 10.0, 12.0),
-            (False, "cudaMemcpyAsync", 290.0, 312.0), (False, "cudaStreamSynchronize", 312.0, 400.0),
-            (False, "aten::linear", 0.0, 50.0), (False, "aten::mm", 1.0, 40.0), (False, "something else", 0, 1)]
+    rows = [
+        (True, "nvjet_gemm", 0.0, 100.0),
+        (True, "fmha_kernel", 50.0, 150.0),  # overlap: busy 0..150
+        (True, "Memcpy HtoD (Pageable -> Device)", 300.0, 310.0),  # busy 300..310
+        (True, "vectorized_elementwise_kernel", 305.0, 308.0),  # inside the copy
+        (False, "cudaLaunchKernel", 0.0, 5.0),
+        (False, "cudaLaunchKernelExC", 10.0, 12.0),
+        (False, "cudaMemcpyAsync", 290.0, 312.0),
+        (False, "cudaStreamSynchronize", 312.0, 400.0),
+        (False, "aten::linear", 0.0, 50.0),
+        (False, "aten::mm", 1.0, 40.0),
+        (False, "something else", 0, 1),
+    ]
     got = gpu_check.summarize_profile(rows)
     assert got["device_busy_s"] == 160e-6
-    assert got["device_events"] == {"GEMM": {"count": 1, "s": 100e-6}, "attention": {"count": 1, "s": 100e-6},
-                                    "memcpy HtoD": {"count": 1, "s": 10e-6}, "other kernels": {"count": 1, "s": 3e-6}}
-    assert got["host"] == {"launch_calls": 2, "launch_s": 7e-6, "memcpy_calls": 1, "memcpy_s": 22e-6,
-                           "sync_s": 88e-6, "aten_ops": 2}
+    assert got["device_events"] == {
+        "GEMM": {"count": 1, "s": 100e-6},
+        "attention": {"count": 1, "s": 100e-6},
+        "memcpy HtoD": {"count": 1, "s": 10e-6},
+        "other kernels": {"count": 1, "s": 3e-6},
+    }
+    assert got["host"] == {
+        "launch_calls": 2,
+        "launch_s": 7e-6,
+        "memcpy_calls": 1,
+        "memcpy_s": 22e-6,
+        "sync_s": 88e-6,
+        "aten_ops": 2,
+    }
 
 
 def test_gpu_sections_render(dry):
@@ -238,11 +292,19 @@ def test_gpu_sections_render(dry):
     sp["flops"]["fraction_of_790_tflops_peak"] = 0.1234
     sp["breakdown"]["profile"]["device_events"] = {"GEMM": {"count": 100, "s": 0.2}}
     by["batch_auto"]["forced_oom"] = {
-        "dtype": "float32", "batch_size_asked": 256, "memory_for_that_batch_gib": 10.0, "cap_gib": 17.0,
-        "headroom_gib": 5.5, "cap_fraction": 0.12, "auto_under_the_cap": {"batch_size": 140}, "batch_size_used": 128,
-        "halvings_logged": ["out of accelerator memory; batch size lowered to 128"], "evaluate_s": 3.0,
-        "vs_uncapped_same_batch_size": {"max_abs_delta": 0.0}, "vs_reference_loop": {"max_abs_delta": 1e-5,
-                                                                                      "predictions_differ": 0}}
+        "dtype": "float32",
+        "batch_size_asked": 256,
+        "memory_for_that_batch_gib": 10.0,
+        "cap_gib": 17.0,
+        "headroom_gib": 5.5,
+        "cap_fraction": 0.12,
+        "auto_under_the_cap": {"batch_size": 140},
+        "batch_size_used": 128,
+        "halvings_logged": ["out of accelerator memory; batch size lowered to 128"],
+        "evaluate_s": 3.0,
+        "vs_uncapped_same_batch_size": {"max_abs_delta": 0.0},
+        "vs_reference_loop": {"max_abs_delta": 1e-5, "predictions_differ": 0},
+    }
     d["checks"].append({"name": "x", "title": "A failed one", "status": "failed", "met": False, "error": "E: a|b"})
     md = gpu_check.render_md(d)
     assert "Machine: NVIDIA H200 (139.8 GiB, capability 9.0, driver 580)" in md

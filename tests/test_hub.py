@@ -13,6 +13,7 @@ import pytest
 from huggingface_hub import errors as hf_errors
 
 from base_bench.items import hub
+
 from fixtures import write_dataset
 
 SECRET_SAVED = "hf_SAVEDsecret00000000000000000000"

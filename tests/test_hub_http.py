@@ -29,8 +29,9 @@ import huggingface_hub
 import pytest
 from huggingface_hub import constants, file_download, hf_api
 
-from base_bench.items import card, hub
 from base_bench.commands import cli
+from base_bench.items import card, hub
+
 from fixtures import write_dataset
 from hubserver import THREAD_PREFIX, FakeHub, files_of, git_blob_id
 from tiny import save_tiny
@@ -62,9 +63,16 @@ def hf_home(monkeypatch, tmp_path) -> Path:
     """huggingface_hub with its home (cache, saved token, registry cache) in tmp_path/hf, no token
     in the environment and stdin not a terminal: the developer's own login is never read or written."""
     home = tmp_path / "hf"
-    for name, rel in {"HF_HOME": "", "HF_HUB_CACHE": "hub", "HUGGINGFACE_HUB_CACHE": "hub", "HF_ASSETS_CACHE": "assets",
-                      "HF_TOKEN_PATH": "token", "HF_STORED_TOKENS_PATH": "stored_tokens", "HF_XET_CACHE": "xet",
-                      "AGENT_HARNESSES_PATH": ".agent_harnesses.json"}.items():
+    for name, rel in {
+        "HF_HOME": "",
+        "HF_HUB_CACHE": "hub",
+        "HUGGINGFACE_HUB_CACHE": "hub",
+        "HF_ASSETS_CACHE": "assets",
+        "HF_TOKEN_PATH": "token",
+        "HF_STORED_TOKENS_PATH": "stored_tokens",
+        "HF_XET_CACHE": "xet",
+        "AGENT_HARNESSES_PATH": ".agent_harnesses.json",
+    }.items():
         monkeypatch.setattr(constants, name, str(home / rel))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_TOKEN_PATH"):
@@ -86,7 +94,9 @@ def fake_hub(hf_home, monkeypatch, served, model_files):
         server.add_user(NO_ACCESS)
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         monkeypatch.setattr(hf_api.api, "endpoint", server.url)
         try:
             yield server
@@ -106,6 +116,7 @@ def retry_waits(monkeypatch) -> list[float]:
 
 # -- helpers ----------------------------------------------------------------------------------------
 
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -115,8 +126,9 @@ def repo_requests(server: FakeHub) -> list:
 
 
 def data_requests(server: FakeHub, method: str | None = None) -> list:
-    return [r for r in server.requests if f"/resolve/main/{card.HUB_DATA_FILE}" in r.path
-            and method in (None, r.method)]
+    return [
+        r for r in server.requests if f"/resolve/main/{card.HUB_DATA_FILE}" in r.path and method in (None, r.method)
+    ]
 
 
 def error_lines(err: str) -> list[str]:
@@ -144,31 +156,47 @@ def corrupt_in_cache(cache: Path) -> list[str]:
 def run_cli(tmp_path, endpoint, token, args, prefix=("benchmark.py",)) -> subprocess.CompletedProcess:
     """A fresh process with HF_ENDPOINT, HF_HOME and HF_TOKEN set as a user would, no other HF_ setting."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE_", "TRANSFORMERS_"))}
-    env.update(HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"), HF_TOKEN=token,
-               HF_HUB_VERBOSITY="debug")  # huggingface_hub's debug log goes to stderr, checked for the token
-    return subprocess.run([sys.executable, *prefix, *map(str, args)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=300)
+    env.update(
+        HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"), HF_TOKEN=token, HF_HUB_VERBOSITY="debug"
+    )  # huggingface_hub's debug log goes to stderr, checked for the token
+    return subprocess.run(
+        [sys.executable, *prefix, *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # -- tokens -----------------------------------------------------------------------------------------
+
 
 def test_no_token_says_how_to_log_in_and_to_accept_the_terms(fake_hub, tmp_path, capsys):
     assert cli.main(["--model", MODEL, "--out-dir", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     [line] = error_lines(err)
     assert "access to the gated dataset BananaMind/BananaMind-Base-Bench-1.1 was refused (no token" in line
-    assert "Log in with `hf auth login` or set HF_TOKEN, with an account that has accepted the dataset's terms " \
-           "at https://huggingface.co/datasets/BananaMind/BananaMind-Base-Bench-1.1" in line
+    assert (
+        "Log in with `hf auth login` or set HF_TOKEN, with an account that has accepted the dataset's terms "
+        "at https://huggingface.co/datasets/BananaMind/BananaMind-Base-Bench-1.1" in line
+    )
     assert "Traceback" not in err
     assert [(r.method, r.authorization, r.status) for r in repo_requests(fake_hub)] == [("HEAD", None, 401)]
 
 
-@pytest.mark.parametrize("token,status,reason", [
-    (NO_ACCESS, 403, "HF_TOKEN: its account has not been granted access (403)"),
-    (UNKNOWN, 401, "HF_TOKEN: the Hub does not accept this token (401: invalid or expired)"),
-], ids=["403-no-access", "401-unknown-token"])
-def test_refused_token_is_one_clear_line_and_never_shown(fake_hub, monkeypatch, tmp_path, capsys, caplog,
-                                                         token, status, reason):
+@pytest.mark.parametrize(
+    "token,status,reason",
+    [
+        (NO_ACCESS, 403, "HF_TOKEN: its account has not been granted access (403)"),
+        (UNKNOWN, 401, "HF_TOKEN: the Hub does not accept this token (401: invalid or expired)"),
+    ],
+    ids=["403-no-access", "401-unknown-token"],
+)
+def test_refused_token_is_one_clear_line_and_never_shown(
+    fake_hub, monkeypatch, tmp_path, capsys, caplog, token, status, reason
+):
     caplog.set_level(logging.DEBUG)
     caplog.set_level(logging.DEBUG, logger="huggingface_hub")
     monkeypatch.setenv("HF_TOKEN", token)
@@ -189,7 +217,10 @@ def test_saved_login_is_tried_after_a_refused_hf_token(fake_hub, hf_home, monkey
     path, token = hub.fetch_official_data()
     assert token == GRANTED and Path(path).read_bytes() == served
     assert [(r.method, r.authorization, r.status) for r in data_requests(fake_hub)] == [
-        ("HEAD", f"Bearer {NO_ACCESS}", 403), ("HEAD", f"Bearer {GRANTED}", 200), ("GET", f"Bearer {GRANTED}", 200)]
+        ("HEAD", f"Bearer {NO_ACCESS}", 403),
+        ("HEAD", f"Bearer {GRANTED}", 200),
+        ("GET", f"Bearer {GRANTED}", 200),
+    ]
 
 
 def test_hf_token_alone_when_it_works(fake_hub, hf_home, monkeypatch):
@@ -201,6 +232,7 @@ def test_hf_token_alone_when_it_works(fake_hub, hf_home, monkeypatch):
 
 
 # -- a download cut mid-file ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("chunk", [None, 16 << 10], ids=["default-chunk-restart", "small-chunk-range-resume"])
 def test_a_cut_once_is_retried_and_the_file_is_complete(fake_hub, hf_home, monkeypatch, retry_waits, served, chunk):
@@ -224,8 +256,9 @@ def test_a_cut_once_is_retried_and_the_file_is_complete(fake_hub, hf_home, monke
     assert corrupt_in_cache(hf_home / "hub") == []
 
 
-def test_a_cut_every_time_is_one_clear_line_and_leaves_nothing_corrupt(fake_hub, hf_home, monkeypatch, retry_waits,
-                                                                       tmp_path, capsys, served):
+def test_a_cut_every_time_is_one_clear_line_and_leaves_nothing_corrupt(
+    fake_hub, hf_home, monkeypatch, retry_waits, tmp_path, capsys, served
+):
     """The server never sends past the middle of the file. huggingface_hub (2.4) retries 5 times,
     1 s apart, then gives up; its temporary file is deleted, and no blob or snapshot entry is left."""
     monkeypatch.setenv("HF_TOKEN", GRANTED)
@@ -255,11 +288,16 @@ def test_a_model_file_cut_every_time_is_a_clear_error(fake_hub, hf_home, retry_w
 
 # -- models -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model,revision,token,message", [
-    ("org/missing", None, GRANTED, "model org/missing was not found on the Hub"),
-    (MODEL, "v9", GRANTED, "model org/tiny has no revision 'v9'"),
-    (MODEL, None, NO_ACCESS, "access to the gated model org/tiny was refused (403)"),
-], ids=["missing", "no-such-revision", "gated-403"])
+
+@pytest.mark.parametrize(
+    "model,revision,token,message",
+    [
+        ("org/missing", None, GRANTED, "model org/missing was not found on the Hub"),
+        (MODEL, "v9", GRANTED, "model org/tiny has no revision 'v9'"),
+        (MODEL, None, NO_ACCESS, "access to the gated model org/tiny was refused (403)"),
+    ],
+    ids=["missing", "no-such-revision", "gated-403"],
+)
 def test_model_errors_are_one_line(fake_hub, monkeypatch, tmp_path, capsys, served, model, revision, token, message):
     monkeypatch.setenv("HF_TOKEN", token)  # huggingface_hub's own lookup: no data token with --local-data
     data = tmp_path / "local"
@@ -276,6 +314,7 @@ def test_model_errors_are_one_line(fake_hub, monkeypatch, tmp_path, capsys, serv
 
 # -- the real command line, through HF_ENDPOINT ---------------------------------------------------------
 
+
 def test_benchmark_py_refuses_hub_data_that_is_not_the_official_file(fake_hub, tmp_path, served):
     """`python benchmark.py` with HF_ENDPOINT: the served file has the card's composition but not its
     SHA-256 (the card's checksum is left as it is), so the run is refused, in one line, exit code 2."""
@@ -290,8 +329,10 @@ def test_benchmark_py_refuses_hub_data_that_is_not_the_official_file(fake_hub, t
 
 # Test only: the card's checksum is replaced by the served file's, which stands in for the official
 # data (the real file is gated and not in this repository); then benchmark.py runs unchanged.
-OFFICIAL_IS_SERVED = ("import runpy, sys, base_bench.items.card as card; card.OFFICIAL_SHA256 = sys.argv.pop(1); "
-                      "sys.argv[0] = 'benchmark.py'; runpy.run_path('benchmark.py', run_name='__main__')")
+OFFICIAL_IS_SERVED = (
+    "import runpy, sys, base_bench.items.card as card; card.OFFICIAL_SHA256 = sys.argv.pop(1); "
+    "sys.argv[0] = 'benchmark.py'; runpy.run_path('benchmark.py', run_name='__main__')"
+)
 
 
 def test_official_run_over_http_when_served_bytes_match_the_patched_card_checksum(fake_hub, tmp_path, served):

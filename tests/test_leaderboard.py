@@ -7,13 +7,13 @@ import struct
 
 import matplotlib.image
 import pytest
+from test_compare import OTHER_SHA, SHA, ids_where, make_report, write_run
 
+from base_bench.commands.cli import main
+from base_bench.commands.compare import load_report
+from base_bench.commands.leaderboard import build_leaderboard, run_labels
 from base_bench.items import card
 from base_bench.results import plots
-from base_bench.commands.cli import main
-from base_bench.commands.leaderboard import build_leaderboard, run_labels
-from base_bench.commands.compare import load_report
-from test_compare import OTHER_SHA, SHA, ids_where, make_report, write_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -33,12 +33,15 @@ def runs(tmp_path):
     """Three runs on one data file (Elo order: strong > middle > weak) and one on other data."""
     return {
         "weak": write_run(tmp_path, "weak", make_report(ids_where(lambda i: i % 4 == 0), spec="org/weak")),
-        "strong": write_run(tmp_path, "strong", make_report(ids_where(lambda i: i % 4 != 0), spec="org/strong",
-                                                            ci=True)),
-        "middle": write_run(tmp_path, "middle", make_report(ids_where(lambda i: i % 2 == 0), spec="/models/middle.gguf",
-                                                            official=True)),
-        "other": write_run(tmp_path, "other", make_report(ids_where(lambda i: i % 3 == 0), spec="org/other-data",
-                                                          sha=OTHER_SHA)),
+        "strong": write_run(
+            tmp_path, "strong", make_report(ids_where(lambda i: i % 4 != 0), spec="org/strong", ci=True)
+        ),
+        "middle": write_run(
+            tmp_path, "middle", make_report(ids_where(lambda i: i % 2 == 0), spec="/models/middle.gguf", official=True)
+        ),
+        "other": write_run(
+            tmp_path, "other", make_report(ids_where(lambda i: i % 3 == 0), spec="org/other-data", sha=OTHER_SHA)
+        ),
     }
 
 
@@ -72,22 +75,28 @@ def test_writes_md_html_and_pngs_with_groups_per_checksum(runs, tmp_path, capsys
     assert "| yes |" in first  # the official flag of `middle`
 
     pngs = sorted(p.name for p in out.glob("*.png"))
-    assert pngs == sorted([f"calibration-{SHA[:12]}.png", f"calibration-{OTHER_SHA[:12]}.png",
-                           f"category_elo-{SHA[:12]}.png", f"category_elo-{OTHER_SHA[:12]}.png"])
+    assert pngs == sorted(
+        [
+            f"calibration-{SHA[:12]}.png",
+            f"calibration-{OTHER_SHA[:12]}.png",
+            f"category_elo-{SHA[:12]}.png",
+            f"category_elo-{OTHER_SHA[:12]}.png",
+        ]
+    )
     for name in pngs:
         assert f"({name})" in md
     assert png_size((out / f"category_elo-{SHA[:12]}.png").read_bytes()) == plots.category_size(3, 7)
     assert png_size((out / f"calibration-{SHA[:12]}.png").read_bytes()) == plots.calibration_size(3)
     assert png_size((out / f"calibration-{OTHER_SHA[:12]}.png").read_bytes()) == plots.calibration_size(1)
     img = matplotlib.image.imread(out / f"category_elo-{SHA[:12]}.png")
-    assert img.shape[:2] == plots.category_size(3, 7)[::-1] and img.std() > 0.05   # decodes, and is not blank
+    assert img.shape[:2] == plots.category_size(3, 7)[::-1] and img.std() > 0.05  # decodes, and is not blank
 
     html = (out / "leaderboard.html").read_text()
     srcs = re.findall(r'src="([^"]*)"', html)
     assert len(srcs) == 4 and all(s.startswith("data:image/png;base64,") for s in srcs)
     for s in srcs:
         assert base64.b64decode(s.split(",", 1)[1])[:8] == PNG_MAGIC
-    assert "href=" not in html and "<link" not in html and "<script" not in html   # nothing external
+    assert "href=" not in html and "<link" not in html and "<script" not in html  # nothing external
     assert html.count("<table>") == 2 and "org/strong" in html and "separate rankings" in html
 
 
@@ -133,8 +142,10 @@ def test_labels_add_dtype_and_bos_only_when_they_differ(tmp_path):
     for r, name in zip(same, "ab"):
         r["_path"] = str(tmp_path / name / "report.json")
     assert run_labels(same) == ["org/a", "org/b"]
-    mixed = [make_report([True] * 350, spec="org/a", dtype="bfloat16"),
-             make_report([True] * 350, spec="org/a", dtype="float32", add_bos=True)]
+    mixed = [
+        make_report([True] * 350, spec="org/a", dtype="bfloat16"),
+        make_report([True] * 350, spec="org/a", dtype="float32", add_bos=True),
+    ]
     for r, name in zip(mixed, "cd"):
         r["_path"] = str(tmp_path / name / "report.json")
     assert run_labels(mixed) == ["org/a (bfloat16) no BOS", "org/a (float32) +BOS"]
@@ -171,4 +182,4 @@ def test_plot_functions_return_png_bytes_and_save(tmp_path):
     assert path.read_bytes() == data and png_size(data) == plots.category_size(2, 7)
     data = plots.calibration_png(reps, ["run one", "run two"])
     assert png_size(data) == plots.calibration_size(2)
-    assert png_size(plots.calibration_png(reps * 2)) == plots.calibration_size(4)   # 3 across, 2 rows
+    assert png_size(plots.calibration_png(reps * 2)) == plots.calibration_size(4)  # 3 across, 2 rows

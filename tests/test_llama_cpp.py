@@ -7,7 +7,6 @@ import importlib.util
 import json
 import os
 import random
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -16,22 +15,37 @@ import pytest
 from base_bench.backends.gguf_file import file_type_name, read_header
 from base_bench.commands.cli import main
 from base_bench.errors import ModelError
+
 from fixtures import write_dataset
 from tiny_gguf import write_tiny_gguf
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-needs_llama = pytest.mark.skipif(not HAVE_LLAMA and not os.environ.get("CI"),
-                                 reason="llama-cpp-python is not installed (pip install -e '.[llama]')")
+needs_llama = pytest.mark.skipif(
+    not HAVE_LLAMA and not os.environ.get("CI"), reason="llama-cpp-python is not installed (pip install -e '.[llama]')"
+)
 Q8_0 = 7  # LLAMA_FTYPE_MOSTLY_Q8_0
 
 
 # ------------------------------------------------------------------ no llama.cpp needed
 
 
-@pytest.mark.parametrize("ftype, name", [
-    (0, "F32"), (1, "F16"), (2, "Q4_0"), (3, "Q4_1"), (7, "Q8_0"), (15, "Q4_K_M"), (17, "Q5_K_M"), (18, "Q6_K"),
-    (32, "BF16"), (1024 | 2, "Q4_0 (guessed)"), (9999, "ftype-9999"), (None, None),
-])
+@pytest.mark.parametrize(
+    "ftype, name",
+    [
+        (0, "F32"),
+        (1, "F16"),
+        (2, "Q4_0"),
+        (3, "Q4_1"),
+        (7, "Q8_0"),
+        (15, "Q4_K_M"),
+        (17, "Q5_K_M"),
+        (18, "Q6_K"),
+        (32, "BF16"),
+        (1024 | 2, "Q4_0 (guessed)"),
+        (9999, "ftype-9999"),
+        (None, None),
+    ],
+)
 def test_file_type_names(ftype, name):
     assert file_type_name(ftype) == name
 
@@ -65,7 +79,7 @@ def test_broken_files_get_one_line(tiny, tmp_path):
         "text.gguf": (b"hello, this is not a model at all\n" * 10, "not a GGUF file"),
         "header.gguf": (data[:12], "truncated: it has 12 bytes, less than its 24-byte header"),
         "meta.gguf": (data[:200], "truncated: it ends inside its metadata, at 200 bytes"),
-        "table.gguf": (data[:_offset_of_tensor_table(tiny) + 20], "truncated: it ends inside its tensor table"),
+        "table.gguf": (data[: _offset_of_tensor_table(tiny) + 20], "truncated: it ends inside its tensor table"),
         "data.gguf": (data[:-1000], f"({read_header(tiny).data_end - len(data) + 1000} bytes missing)"),
     }
     for name, (content, fragment) in cases.items():
@@ -80,8 +94,21 @@ def test_transformers_backend_says_truncated_too(tiny, tmp_path, capsys):
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(tiny.read_bytes()[: tiny.stat().st_size // 2])
     write_dataset(tmp_path / "d")
-    assert main(["--model", str(cut), "--local-data", str(tmp_path / "d"), "--out-dir", str(tmp_path / "o"),
-                 "--device", "cpu"]) == 2
+    assert (
+        main(
+            [
+                "--model",
+                str(cut),
+                "--local-data",
+                str(tmp_path / "d"),
+                "--out-dir",
+                str(tmp_path / "o"),
+                "--device",
+                "cpu",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "the GGUF file is truncated" in err and "unpack_from" not in err and err.count("\n") <= 2
     assert not (tmp_path / "o").exists()
@@ -107,8 +134,13 @@ def _items(vocab: int, n: int = 24, seed: int = 0):
     for i in range(n):
         k = 2 if i == 3 else 5 if i == 7 else 4
         L = rng.choice([1, 2, 5, 47, 48, 49, 63, 64, 65, 130])
-        out.append(Encoded(f"it-{i}", tuple(rng.randrange(vocab) for _ in range(L)),
-                           tuple(tuple(rng.randrange(vocab) for _ in range(rng.choice([1, 2, 3, 7]))) for _ in range(k))))
+        out.append(
+            Encoded(
+                f"it-{i}",
+                tuple(rng.randrange(vocab) for _ in range(L)),
+                tuple(tuple(rng.randrange(vocab) for _ in range(rng.choice([1, 2, 3, 7]))) for _ in range(k)),
+            )
+        )
     return out
 
 
@@ -222,7 +254,12 @@ def test_evaluate_reports_backend_version_and_file_type(backend, tokenizer, data
 
     rep = evaluate(backend, tokenizer, str(data), limit=6, progress=False)
     cfg = rep["config"]
-    assert (cfg["backend"], cfg["dtype"], cfg["model"]["gguf_file_type"], cfg["device"]) == ("llama.cpp", "Q8_0", "Q8_0", "cpu")
+    assert (cfg["backend"], cfg["dtype"], cfg["model"]["gguf_file_type"], cfg["device"]) == (
+        "llama.cpp",
+        "Q8_0",
+        "Q8_0",
+        "cpu",
+    )
     assert cfg["versions"]["llama-cpp-python"] == package_version("llama_cpp_python") is not None
     assert cfg["scorer"] == "llama.cpp-shared-context" and cfg["threads"] == 1
     assert cfg["packing_check"]["ok"] and cfg["packing_check"]["max_abs_diff_vs_plain"] == 0.0
@@ -290,8 +327,23 @@ def cli(*args):
 @needs_llama
 def test_cli_run_and_resume_signature_names_the_backend(tiny, data, tmp_path, capsys):
     out = tmp_path / "run"
-    assert cli("--backend", "llama.cpp", "--model", tiny, "--local-data", data, "--out-dir", out, "--limit", 5,
-               "--threads", 1) == 0
+    assert (
+        cli(
+            "--backend",
+            "llama.cpp",
+            "--model",
+            tiny,
+            "--local-data",
+            data,
+            "--out-dir",
+            out,
+            "--limit",
+            5,
+            "--threads",
+            1,
+        )
+        == 0
+    )
     rep = json.loads((out / "report.json").read_text())
     assert rep["config"]["backend"] == "llama.cpp" and rep["config"]["threads"] == 1
     sig = json.loads((out / "run_config.json").read_text())["signature"]
@@ -302,8 +354,10 @@ def test_cli_run_and_resume_signature_names_the_backend(tiny, data, tmp_path, ca
     err = capsys.readouterr().err
     assert "--resume refused" in err and "backend" in err
     # and under llama.cpp it continues
-    assert cli("--backend", "llama.cpp", "--model", tiny, "--local-data", data, "--out-dir", out, "--resume",
-               "--limit", 8) == 0
+    assert (
+        cli("--backend", "llama.cpp", "--model", tiny, "--local-data", data, "--out-dir", out, "--resume", "--limit", 8)
+        == 0
+    )
     assert json.loads((out / "report.json").read_text())["timing"]["items_scored_this_session"] == 3
 
 
@@ -320,14 +374,17 @@ def _unknown_arch(path: Path) -> Path:
 
 
 @needs_llama
-@pytest.mark.parametrize("case, fragment", [
-    ("truncated", "the GGUF file is truncated"),
-    ("text", "not a GGUF file"),
-    ("arch", "does not know the model architecture 'frobnicator'"),
-    ("cuda", "built without GPU support"),
-    ("dtype", "--dtype does not apply to --backend llama.cpp"),
-    ("dir", "--backend llama.cpp scores a .gguf file"),
-])
+@pytest.mark.parametrize(
+    "case, fragment",
+    [
+        ("truncated", "the GGUF file is truncated"),
+        ("text", "not a GGUF file"),
+        ("arch", "does not know the model architecture 'frobnicator'"),
+        ("cuda", "built without GPU support"),
+        ("dtype", "--dtype does not apply to --backend llama.cpp"),
+        ("dir", "--backend llama.cpp scores a .gguf file"),
+    ],
+)
 def test_cli_bad_input_one_line_exit_2(case, fragment, tiny, data, tmp_path, capsys):
     from base_bench.backends.llama_cpp import lib
 
@@ -348,8 +405,9 @@ def test_cli_bad_input_one_line_exit_2(case, fragment, tiny, data, tmp_path, cap
         extra = ["--dtype", "float32"]
     elif case == "dir":
         model = tmp_path
-    assert cli("--backend", "llama.cpp", "--model", model, "--local-data", data, "--out-dir", tmp_path / "o",
-               *extra) == 2
+    assert (
+        cli("--backend", "llama.cpp", "--model", model, "--local-data", data, "--out-dir", tmp_path / "o", *extra) == 2
+    )
     err = capsys.readouterr().err
     assert fragment in err and err.count("\n") <= 2 and "Traceback" not in err
     assert not (tmp_path / "o").exists()

@@ -45,8 +45,11 @@ def test_llama_cpp_tokenizer_gives_the_hf_ids_on_the_bundled_set(smol, items):
         e = encode_item(tok, it)
         if list(e.context) != backend.tokenize(it.context):
             differ.append(f"{it.id} context")
-        differ += [f"{it.id} continuation {k}" for k, (ids, text) in enumerate(zip(e.continuations, it.continuations))
-                   if list(ids) != backend.tokenize(text)]
+        differ += [
+            f"{it.id} continuation {k}"
+            for k, (ids, text) in enumerate(zip(e.continuations, it.continuations))
+            if list(ids) != backend.tokenize(text)
+        ]
     assert differ == []
     assert encode_item(tok, items[0], add_bos=True).context[0] == backend.bos_id()
 
@@ -75,9 +78,27 @@ def test_shared_path_equals_plain_path_at_every_batch_size(smol, items, tmp_path
 
 def test_cli_run_reports_llama_cpp(tmp_path):
     out = tmp_path / "run"
-    p = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "--backend", "llama.cpp", "--model", GGUF,
-                        "--local-data", str(ROOT), "--limit", "14", "--threads", "2", "--out-dir", str(out)],
-                       capture_output=True, text=True, timeout=600)
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmark.py"),
+            "--backend",
+            "llama.cpp",
+            "--model",
+            GGUF,
+            "--local-data",
+            str(ROOT),
+            "--limit",
+            "14",
+            "--threads",
+            "2",
+            "--out-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     cfg = json.loads((out / "report.json").read_text())["config"]
     assert (cfg["backend"], cfg["dtype"], cfg["model"]["model_type"]) == ("llama.cpp", "Q4_1", "llama")
@@ -94,15 +115,19 @@ def test_readme_llama_cpp_example_runs(tmp_path, monkeypatch, capsys):
 
     text = (ROOT / "README.md").read_text()
     start = text.index("\n## Two backends: transformers or llama.cpp\n")
-    section = text[start:text.find("\n## ", start + 1)]
+    section = text[start : text.find("\n## ", start + 1)]
     code = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(code) == 1
     monkeypatch.chdir(tmp_path)
     exec(compile(code[0], "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert re.search(r"^llama\.cpp Q4_1 \d+\.\d+\.\d+$", out, flags=re.M), out
-    line = next(l for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S) for l in b.splitlines()
-                if l.startswith("base-bench "))
+    line = next(
+        ln
+        for b in re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+        for ln in b.splitlines()
+        if ln.startswith("base-bench ")
+    )
     args = [GGUF if a.endswith(".gguf") else str(ROOT) if a == "." else a for a in shlex.split(line)[1:]]
     assert main(args + ["--limit", "4", "--out-dir", str(tmp_path / "run")]) == 0
     assert json.loads((tmp_path / "run" / "report.json").read_text())["config"]["backend"] == "llama.cpp"

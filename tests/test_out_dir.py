@@ -5,19 +5,21 @@ their older `--out` as an alias of the same option. Hand-made reports, no model 
 import json
 
 import pytest
+from test_compare import A_RIGHT, B_RIGHT, make_report, write_run
 
 from base_bench.commands.cli import main
 from base_bench.commands.compare import OUT_DIR_FILES, render_markdown
 from base_bench.commands.compare import build_parser as compare_parser
 from base_bench.commands.leaderboard import build_parser as leaderboard_parser
 from base_bench.commands.trajectory import build_parser as trajectory_parser
-from test_compare import A_RIGHT, B_RIGHT, make_report, write_run
 
 
 @pytest.fixture
 def pair(tmp_path):
-    return (write_run(tmp_path, "a", make_report(A_RIGHT, spec="org/model-a", tag="a")),
-            write_run(tmp_path, "b", make_report(B_RIGHT, spec="org/model-b", tag="b")))
+    return (
+        write_run(tmp_path, "a", make_report(A_RIGHT, spec="org/model-a", tag="a")),
+        write_run(tmp_path, "b", make_report(B_RIGHT, spec="org/model-b", tag="b")),
+    )
 
 
 @pytest.fixture
@@ -34,8 +36,8 @@ def test_out_dir_and_out_are_one_option():
         new = parser.parse_args([*positionals, "--out-dir", "somewhere"])
         old = parser.parse_args([*positionals, "--out", "somewhere"])
         assert vars(new) == vars(old) and new.out_dir == "somewhere"
-    assert leaderboard_parser().parse_args(["r1"]).out_dir == "leaderboard"   # the default is unchanged
-    assert trajectory_parser().parse_args(["bench"]).out_dir is None          # (default: the input DIR)
+    assert leaderboard_parser().parse_args(["r1"]).out_dir == "leaderboard"  # the default is unchanged
+    assert trajectory_parser().parse_args(["bench"]).out_dir is None  # (default: the input DIR)
     assert compare_parser().parse_args(["a", "b", "--out-dir", "x"]).out_dir == "x"
 
 
@@ -99,4 +101,3 @@ def test_every_writing_subcommand_documents_out_dir_in_its_help(capsys, sub):
         main([sub, "--help"])
     assert exit_.value.code == 0
     assert "--out-dir" in capsys.readouterr().out
-

@@ -19,14 +19,14 @@ from base_bench.results.stats import resample_counts
 @pytest.mark.parametrize(
     "b, c, want",
     [
-        (0, 0, 1.0),                 # no discordant items
-        (0, 5, 2 / 32),              # 2 * C(5,0) / 2^5
-        (5, 0, 2 / 32),              # symmetric
-        (1, 5, 2 * (1 + 6) / 64),    # 2 * (C(6,0) + C(6,1)) / 2^6 = 0.21875
-        (3, 3, 1.0),                 # 2 * P(X <= 3 | n=6) = 2 * 42/64 > 1 -> 1
+        (0, 0, 1.0),  # no discordant items
+        (0, 5, 2 / 32),  # 2 * C(5,0) / 2^5
+        (5, 0, 2 / 32),  # symmetric
+        (1, 5, 2 * (1 + 6) / 64),  # 2 * (C(6,0) + C(6,1)) / 2^6 = 0.21875
+        (3, 3, 1.0),  # 2 * P(X <= 3 | n=6) = 2 * 42/64 > 1 -> 1
         (0, 10, 2 / 1024),
         (2, 8, 2 * (1 + 10 + 45) / 1024),
-        (1, 0, 1.0),                 # 2 * 1/2 = 1
+        (1, 0, 1.0),  # 2 * 1/2 = 1
     ],
 )
 def test_mcnemar_hand_computed(b, c, want):

@@ -21,13 +21,9 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 import torch
-from fixtures import write_dataset
-from hubserver import THREAD_PREFIX, FakeHub, files_of
 from huggingface_hub import constants, hf_api
 from peft import IA3Config, LoraConfig, PeftModel, PromptTuningConfig, get_peft_model
 from safetensors.torch import load_file, save_file
-from tiny import CORPUS, save_tiny, tiny_tokenizer
-from tiny_gguf import write_tiny_gguf
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from base_bench import evaluate
@@ -38,6 +34,11 @@ from base_bench.commands import cli
 from base_bench.engine.scoring import PackedScorer, encode_item, unwrap
 from base_bench.errors import ModelError, RunError, UsageError
 from base_bench.items.datasource import open_data
+
+from fixtures import write_dataset
+from hubserver import THREAD_PREFIX, FakeHub, files_of
+from tiny import CORPUS, save_tiny, tiny_tokenizer
+from tiny_gguf import write_tiny_gguf
 
 LIMIT = 16
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -62,10 +63,12 @@ def train_lora(base_dir, out, steps=5, seed=0, alpha=16):
     trained PeftModel (left in training mode, as a training loop leaves it)."""
     torch.manual_seed(seed)
     tok = tiny_tokenizer()
-    pm = get_peft_model(load(base_dir), LoraConfig(r=4, lora_alpha=alpha, target_modules=TARGETS, lora_dropout=0.0,
-                                                    task_type="CAUSAL_LM"))
+    pm = get_peft_model(
+        load(base_dir),
+        LoraConfig(r=4, lora_alpha=alpha, target_modules=TARGETS, lora_dropout=0.0, task_type="CAUSAL_LM"),
+    )
     opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=2e-2)
-    batch = [torch.tensor([tok(s)["input_ids"]]) for s in CORPUS[seed:seed + 4]]
+    batch = [torch.tensor([tok(s)["input_ids"]]) for s in CORPUS[seed : seed + 4]]
     pm.train()
     for _ in range(steps):
         loss = sum(pm(input_ids=x, labels=x).loss for x in batch) / len(batch)
@@ -140,8 +143,12 @@ def run_cli(*args):
 
 
 def cli_report(out, base_dir, data_dir, *extra):
-    assert run_cli("--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--limit", LIMIT,
-                   "--device", "cpu", *extra) == 0
+    assert (
+        run_cli(
+            "--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--limit", LIMIT, "--device", "cpu", *extra
+        )
+        == 0
+    )
     return json.loads((out / "report.json").read_text())
 
 
@@ -156,6 +163,7 @@ def edited_copy(src, dst, **changes):
 
 # -- scores: adapter applied, equal to the merged model ------------------------------------------------
 
+
 def test_evaluate_scores_a_peft_model_with_its_adapter_applied(trained, base_dir, merged_dir, tok):
     pm = trained[0]
     flags = [m.training for m in pm.modules()]
@@ -169,7 +177,12 @@ def test_evaluate_scores_a_peft_model_with_its_adapter_applied(trained, base_dir
     assert cfg["scorer"] == "packed" and cfg["packing_check"]["ok"] is True
     assert cfg["model"]["spec"] == str(base_dir)  # the base model's name, not PeftModelForCausalLM
     ad = cfg["model"]["adapter"]
-    assert (ad["kind"], ad["spec"], ad["peft_type"], ad["active_adapters"]) == ("in-memory", "default", "LORA", ["default"])
+    assert (ad["kind"], ad["spec"], ad["peft_type"], ad["active_adapters"]) == (
+        "in-memory",
+        "default",
+        "LORA",
+        ["default"],
+    )
     assert ad["base_model_name_or_path"] == str(base_dir) and ad["base_model_matches"] is True
     assert cfg["adapter_note"] is None and cfg["versions"]["peft"]
 
@@ -189,8 +202,9 @@ def test_packed_scorer_keeps_logits_to_keep_and_the_4d_mask_through_the_peft_mod
     assert max(abs(a.logprob - b.logprob) for x, y in zip(got, want) for a, b in zip(x, y)) < 1e-4
 
 
-def test_cli_peft_dir_scores_differ_from_base_and_equal_merged(base_dir, lora_dir, merged_dir, data_dir, trained, tok,
-                                                                tmp_path):
+def test_cli_peft_dir_scores_differ_from_base_and_equal_merged(
+    base_dir, lora_dir, merged_dir, data_dir, trained, tok, tmp_path
+):
     rep = cli_report(tmp_path / "lora", base_dir, data_dir, "--peft", lora_dir)
     base = cli_report(tmp_path / "base", base_dir, data_dir)
     merged = cli_report(tmp_path / "merged", merged_dir, data_dir)
@@ -220,12 +234,25 @@ def test_a_transformers_model_with_an_adapter_loaded_is_named_too(base_dir, lora
     assert a["config"]["model"]["adapter"]["peft_type"] == "LORA"
 
 
-@pytest.mark.parametrize("config", [
-    LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"], use_dora=True, init_lora_weights=False,
-               task_type="CAUSAL_LM"),
-    IA3Config(target_modules=["k_proj", "v_proj", "down_proj"], feedforward_modules=["down_proj"],
-              init_ia3_weights=False, task_type="CAUSAL_LM"),
-], ids=["dora", "ia3"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        LoraConfig(
+            r=4,
+            target_modules=["q_proj", "v_proj", "down_proj"],
+            use_dora=True,
+            init_lora_weights=False,
+            task_type="CAUSAL_LM",
+        ),
+        IA3Config(
+            target_modules=["k_proj", "v_proj", "down_proj"],
+            feedforward_modules=["down_proj"],
+            init_ia3_weights=False,
+            task_type="CAUSAL_LM",
+        ),
+    ],
+    ids=["dora", "ia3"],
+)
 def test_other_methods_that_change_the_weights_equal_their_merge(config, base_dir, tok):
     """Untrained but not identity (random initial weights, IA3's scales widened): applied, not merged."""
     torch.manual_seed(0)
@@ -249,11 +276,15 @@ def test_default_out_dir_names_the_adapter():
 
 # -- identity: fingerprints and resume -----------------------------------------------------------------
 
+
 def test_in_memory_fingerprint_covers_lora_weights_and_configuration(base_dir, lora_dir, tmp_path, tok):
     pm = PeftModel.from_pretrained(load(base_dir), str(lora_dir), is_trainable=True)
     backend = TransformersBackend(pm, tok)
-    before, weights_before, adapter_before = backend.fingerprint(), weights_fingerprint(pm.get_base_model()), \
-        backend.adapter["fingerprint"]
+    before, weights_before, adapter_before = (
+        backend.fingerprint(),
+        weights_fingerprint(pm.get_base_model()),
+        backend.adapter["fingerprint"],
+    )
     assert before == TransformersBackend(PeftModel.from_pretrained(load(base_dir), str(lora_dir)), tok).fingerprint()
     lora_params = [p for n, p in pm.named_parameters() if "lora_" in n]
     with torch.no_grad():
@@ -278,22 +309,27 @@ def test_in_memory_fingerprint_covers_lora_weights_and_configuration(base_dir, l
     assert ra["config"]["model"]["adapter"]["fingerprint"] != rb["config"]["model"]["adapter"]["fingerprint"]
 
 
-def test_cli_resume_follows_the_adapter_content_not_its_place(base_dir, lora_dir, other_lora_dir, data_dir, tmp_path,
-                                                               capsys):
+def test_cli_resume_follows_the_adapter_content_not_its_place(
+    base_dir, lora_dir, other_lora_dir, data_dir, tmp_path, capsys
+):
     out = tmp_path / "run"
-    assert run_cli("--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--limit", 8,
-                   "--peft", lora_dir) == 0
+    assert (
+        run_cli("--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--limit", 8, "--peft", lora_dir) == 0
+    )
     (out / "report.json").unlink()
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def resume(*extra):
-        return run_cli("--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--limit", LIMIT,
-                       "--resume", *extra)
+        return run_cli(
+            "--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--limit", LIMIT, "--resume", *extra
+        )
 
     edited = edited_copy(lora_dir, tmp_path / "edited", lora_alpha=32)
-    for extra, why in [(("--peft", other_lora_dir), "model.adapter.fingerprint"),
-                       (("--peft", edited), "model.adapter.fingerprint"),
-                       ((), "model.adapter.kind: run has 'dir', now None")]:
+    for extra, why in [
+        (("--peft", other_lora_dir), "model.adapter.fingerprint"),
+        (("--peft", edited), "model.adapter.fingerprint"),
+        ((), "model.adapter.kind: run has 'dir', now None"),
+    ]:
         assert resume(*extra) == 2
         err = capsys.readouterr().err
         assert "--resume refused" in err and why in err
@@ -314,28 +350,39 @@ def test_evaluate_resume_refuses_another_adapter(base_dir, lora_dir, other_lora_
     other = PeftModel.from_pretrained(load(base_dir), str(other_lora_dir))
     with pytest.raises(RunError, match="model.fingerprint"):
         evaluate(other, tok, limit=LIMIT, out_dir=out, resume=True, progress=False)
-    rep = evaluate(PeftModel.from_pretrained(load(base_dir), str(lora_dir)), tok, limit=LIMIT, out_dir=out,
-                   resume=True, progress=False)
+    rep = evaluate(
+        PeftModel.from_pretrained(load(base_dir), str(lora_dir)),
+        tok,
+        limit=LIMIT,
+        out_dir=out,
+        resume=True,
+        progress=False,
+    )
     assert rep["timing"]["items_scored_this_session"] == LIMIT - 8
 
 
 # -- the base model warning ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("a,b,same", [
-    ("org/m", "org/m", True),
-    ("org/m", "org/m/", True),
-    ("Org/M", "org/m", True),
-    ("org/m", "/models/m", True),
-    ("org/m", "/data/org/m/", True),
-    ("org/m", "/cache/hub/models--org--m/snapshots/0123abcd", True),
-    ("/cache/hub/models--org--m/snapshots/0123abcd", "org/m", True),
-    ("org/m", "/models/m.Q4_K_M.gguf", True),
-    ("org/m-Instruct", "m-instruct-f16.gguf", True),
-    ("org/m", "org/other", False),
-    ("org/m", "someone/m", False),
-    ("org/m", "/cache/hub/models--someone--m/snapshots/0123abcd", False),
-    ("org/m", "/models/m-instruct", False),
-], ids=lambda x: str(x))
+
+@pytest.mark.parametrize(
+    "a,b,same",
+    [
+        ("org/m", "org/m", True),
+        ("org/m", "org/m/", True),
+        ("Org/M", "org/m", True),
+        ("org/m", "/models/m", True),
+        ("org/m", "/data/org/m/", True),
+        ("org/m", "/cache/hub/models--org--m/snapshots/0123abcd", True),
+        ("/cache/hub/models--org--m/snapshots/0123abcd", "org/m", True),
+        ("org/m", "/models/m.Q4_K_M.gguf", True),
+        ("org/m-Instruct", "m-instruct-f16.gguf", True),
+        ("org/m", "org/other", False),
+        ("org/m", "someone/m", False),
+        ("org/m", "/cache/hub/models--someone--m/snapshots/0123abcd", False),
+        ("org/m", "/models/m-instruct", False),
+    ],
+    ids=lambda x: str(x),
+)
 def test_same_base(a, b, same):
     assert same_base(a, b) is same
     assert same_base(b, a) is same
@@ -386,10 +433,18 @@ def test_an_adapter_trained_on_a_gguf_names_the_gguf_file(data_dir, tmp_path, ca
 
 # -- bad input: one line, exit 2, nothing written ------------------------------------------------------
 
+
 def tiny_other_shape_lora(out):
     """A LoRA made for a llama of another width (hidden 48): its shapes do not fit the tiny llama."""
-    cfg = LlamaConfig(vocab_size=300, hidden_size=48, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256)
+    cfg = LlamaConfig(
+        vocab_size=300,
+        hidden_size=48,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
     model = AutoModelForCausalLM.from_config(cfg)
     get_peft_model(model, LoraConfig(r=4, target_modules=TARGETS, task_type="CAUSAL_LM")).save_pretrained(out)
     return out
@@ -415,16 +470,26 @@ def no_weights(src, dst):
     return dst
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda src, tmp: tmp / "nope" / "lora", "no such directory"),
-    (lambda src, tmp: (tmp / "empty").mkdir() or tmp / "empty", "has no adapter_config.json, so it is not a PEFT adapter"),
-    (lambda src, tmp: tiny_other_shape_lora(tmp / "wide"), "size mismatch for"),
-    (lambda src, tmp: edited_copy(src, tmp / "targets", target_modules=["no_such_proj"]), "could not apply adapter"),
-    (lambda src, tmp: without_key(src, tmp / "partial"), "the file has no weights for"),
-    (lambda src, tmp: bad_json(src, tmp / "json"), "adapter_config.json is not readable JSON"),
-    (lambda src, tmp: no_weights(src, tmp / "noweights"), "no adapter weights (adapter_model.safetensors or"),
-    (lambda src, tmp: (tmp / "file.txt").write_text("x") and tmp / "file.txt", "a file, not an adapter directory"),
-], ids=["missing", "no-config", "shapes", "targets", "missing-key", "bad-json", "no-weights", "a-file"])
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda src, tmp: tmp / "nope" / "lora", "no such directory"),
+        (
+            lambda src, tmp: (tmp / "empty").mkdir() or tmp / "empty",
+            "has no adapter_config.json, so it is not a PEFT adapter",
+        ),
+        (lambda src, tmp: tiny_other_shape_lora(tmp / "wide"), "size mismatch for"),
+        (
+            lambda src, tmp: edited_copy(src, tmp / "targets", target_modules=["no_such_proj"]),
+            "could not apply adapter",
+        ),
+        (lambda src, tmp: without_key(src, tmp / "partial"), "the file has no weights for"),
+        (lambda src, tmp: bad_json(src, tmp / "json"), "adapter_config.json is not readable JSON"),
+        (lambda src, tmp: no_weights(src, tmp / "noweights"), "no adapter weights (adapter_model.safetensors or"),
+        (lambda src, tmp: (tmp / "file.txt").write_text("x") and tmp / "file.txt", "a file, not an adapter directory"),
+    ],
+    ids=["missing", "no-config", "shapes", "targets", "missing-key", "bad-json", "no-weights", "a-file"],
+)
 def test_bad_adapter_is_one_line_exit_2_nothing_written(make, message, base_dir, lora_dir, data_dir, tmp_path, capsys):
     adapter = make(lora_dir, tmp_path)
     out = tmp_path / "run"
@@ -439,17 +504,36 @@ def test_peft_flags_that_do_not_go_together(base_dir, data_dir, lora_dir, tmp_pa
     out = tmp_path / "run"
     assert run_cli("--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--peft-revision", "main") == 2
     assert "--peft-revision only works with --peft" in capsys.readouterr().err
-    assert run_cli("--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--peft", lora_dir,
-                   "--peft-revision", "main") == 2
+    assert (
+        run_cli(
+            "--model",
+            base_dir,
+            "--local-data",
+            data_dir,
+            "--out-dir",
+            out,
+            "--peft",
+            lora_dir,
+            "--peft-revision",
+            "main",
+        )
+        == 2
+    )
     assert "--peft-revision applies to Hub adapters only" in capsys.readouterr().err
     assert not out.exists()
     # --backend llama.cpp runs no transformers model: the same check whatever the parser offers
     args = argparse.Namespace(peft=str(lora_dir), peft_revision=None, backend="llama.cpp")
-    with pytest.raises(UsageError, match="--peft applies a PEFT adapter to a transformers model, and --backend llama.cpp"):
+    with pytest.raises(
+        UsageError, match="--peft applies a PEFT adapter to a transformers model, and --backend llama.cpp"
+    ):
         cli._check_peft(args)
     gguf = write_tiny_gguf(tmp_path / "m.gguf")  # a GGUF llama.cpp could run: the adapter must still be refused
-    assert run_cli("--model", gguf, "--local-data", data_dir, "--out-dir", out, "--peft", lora_dir,
-                   "--backend", "llama.cpp") == 2
+    assert (
+        run_cli(
+            "--model", gguf, "--local-data", data_dir, "--out-dir", out, "--peft", lora_dir, "--backend", "llama.cpp"
+        )
+        == 2
+    )
     assert "--peft applies a PEFT adapter to a transformers model" in capsys.readouterr().err and not out.exists()
 
 
@@ -470,9 +554,16 @@ def peft_hub(monkeypatch, tmp_path, lora_dir):
     """The fake Hub serving the adapter (gated, granted to TOKEN) with a training run's leftovers
     beside it; huggingface_hub pointed at it, with its home in tmp_path and HF_TOKEN set."""
     home = tmp_path / "hf"
-    for name, rel in {"HF_HOME": "", "HF_HUB_CACHE": "hub", "HUGGINGFACE_HUB_CACHE": "hub", "HF_ASSETS_CACHE": "assets",
-                      "HF_TOKEN_PATH": "token", "HF_STORED_TOKENS_PATH": "stored_tokens", "HF_XET_CACHE": "xet",
-                      "AGENT_HARNESSES_PATH": ".agent_harnesses.json"}.items():
+    for name, rel in {
+        "HF_HOME": "",
+        "HF_HUB_CACHE": "hub",
+        "HUGGINGFACE_HUB_CACHE": "hub",
+        "HF_ASSETS_CACHE": "assets",
+        "HF_TOKEN_PATH": "token",
+        "HF_STORED_TOKENS_PATH": "stored_tokens",
+        "HF_XET_CACHE": "xet",
+        "AGENT_HARNESSES_PATH": ".agent_harnesses.json",
+    }.items():
         monkeypatch.setattr(constants, name, str(home / rel))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     for var in ("HF_HUB_OFFLINE", "HF_HUB_CACHE", "HF_TOKEN_PATH"):
@@ -491,7 +582,9 @@ def peft_hub(monkeypatch, tmp_path, lora_dir):
         server.grant(TOKEN, ADAPTER)
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         monkeypatch.setattr(hf_api.api, "endpoint", server.url)
         try:
             yield server
@@ -500,8 +593,9 @@ def peft_hub(monkeypatch, tmp_path, lora_dir):
     assert not [t.name for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX)]
 
 
-def test_hub_adapter_is_downloaded_with_the_token_and_named_by_commit(peft_hub, base_dir, lora_dir, data_dir, tmp_path,
-                                                                       capsys):
+def test_hub_adapter_is_downloaded_with_the_token_and_named_by_commit(
+    peft_hub, base_dir, lora_dir, data_dir, tmp_path, capsys
+):
     local = tmp_path / "run-local"
     want = cli_report(local, base_dir, data_dir, "--peft", lora_dir)
     out = tmp_path / "run"
@@ -509,22 +603,34 @@ def test_hub_adapter_is_downloaded_with_the_token_and_named_by_commit(peft_hub, 
     assert max_diff(rep, want) < 1e-6
     commit = peft_hub.repos[("model", ADAPTER)].commit
     ad = rep["config"]["model"]["adapter"]
-    assert (ad["spec"], ad["kind"], ad["path"], ad["revision"], ad["revision_requested"]) == \
-        (ADAPTER, "hub", None, commit, "main")
+    assert (ad["spec"], ad["kind"], ad["path"], ad["revision"], ad["revision_requested"]) == (
+        ADAPTER,
+        "hub",
+        None,
+        commit,
+        "main",
+    )
     assert ad["base_model_name_or_path"] == "org/tiny-llama" and ad["base_model_matches"] is True  # ".../tiny-llama"
     sig = json.loads((out / "run_config.json").read_text())["signature"]["model"]["adapter"]
     assert sig == {"kind": "hub", "id": ADAPTER, "revision": commit}
-    fetched = {r.path.split("/resolve/", 1)[1].split("/", 1)[1] for r in peft_hub.requests
-               if r.method == "GET" and "/resolve/" in r.path}
+    fetched = {
+        r.path.split("/resolve/", 1)[1].split("/", 1)[1]
+        for r in peft_hub.requests
+        if r.method == "GET" and "/resolve/" in r.path
+    }
     assert fetched == {"adapter_config.json", "adapter_model.safetensors"}  # not the README, nor the optimizer state
     assert {r.authorization for r in peft_hub.requests if ADAPTER in r.path} == {f"Bearer {TOKEN}"}
     assert TOKEN not in capsys.readouterr().err + (out / "report.json").read_text()
 
 
-@pytest.mark.parametrize("adapter,revision,message", [
-    ("org/missing-lora", None, "adapter org/missing-lora was not found on the Hub"),
-    (ADAPTER, "v9", "adapter org/tiny-lora has no revision 'v9'"),
-], ids=["missing", "no-such-revision"])
+@pytest.mark.parametrize(
+    "adapter,revision,message",
+    [
+        ("org/missing-lora", None, "adapter org/missing-lora was not found on the Hub"),
+        (ADAPTER, "v9", "adapter org/tiny-lora has no revision 'v9'"),
+    ],
+    ids=["missing", "no-such-revision"],
+)
 def test_hub_adapter_errors_are_one_line(peft_hub, base_dir, data_dir, tmp_path, capsys, adapter, revision, message):
     out = tmp_path / "run"
     args = ["--model", base_dir, "--local-data", data_dir, "--out-dir", out, "--peft", adapter]

@@ -53,8 +53,9 @@ def run_page(page: Path, where: Path, capsys) -> tuple[dict, str, str]:
     if script:
         # `python`, `base-bench` and `torchrun` come from PATH, as in the activated venv of command 2
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-        p = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=where, env=env, capture_output=True,
-                           text=True, timeout=900)
+        p = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd=where, env=env, capture_output=True, text=True, timeout=900
+        )
         shell = p.stdout + p.stderr
         assert p.returncode == 0, f"{page.name}: its bash blocks failed (exit {p.returncode}):\n{shell[-3000:]}"
         assert "Traceback" not in shell, shell[-3000:]

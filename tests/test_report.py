@@ -5,22 +5,40 @@ import time
 
 import pytest
 
-from base_bench.items import card
-from base_bench.results import elo, stats
 from base_bench.items.records import ChoiceScore, Item, ItemResult
+from base_bench.results import elo, stats
 from base_bench.results.report import build_report, dumps, render_markdown, summary_lines
+
 from fixtures import records
 
-CONFIG = {"model": {"spec": "tiny/test"}, "device": "cpu", "dtype": "float32", "add_bos": False, "batch_size": 8,
-          "scorer": "packed", "runner_version": "test"}
+CONFIG = {
+    "model": {"spec": "tiny/test"},
+    "device": "cpu",
+    "dtype": "float32",
+    "add_bos": False,
+    "batch_size": 8,
+    "scorer": "packed",
+    "runner_version": "test",
+}
 DATA = {"description": "generated", "path": "data/test.jsonl", "sha256": "0" * 64}
 
 
 def make_items():
-    return [Item(id=r["id"], category=r["category"], difficulty=r["difficulty"],
-                 category_weight=r["category_weight"], difficulty_weight=r["difficulty_weight"],
-                 item_elo=float(r["item_elo"]), context=r["context"], continuations=tuple(r["continuations"]),
-                 label=r["label"], tags=tuple(r["tags"])) for r in records()]
+    return [
+        Item(
+            id=r["id"],
+            category=r["category"],
+            difficulty=r["difficulty"],
+            category_weight=r["category_weight"],
+            difficulty_weight=r["difficulty_weight"],
+            item_elo=float(r["item_elo"]),
+            context=r["context"],
+            continuations=tuple(r["continuations"]),
+            label=r["label"],
+            tags=tuple(r["tags"]),
+        )
+        for r in records()
+    ]
 
 
 def make_results(items):
@@ -34,8 +52,9 @@ def make_results(items):
 
 
 def make_report(items, **kw):
-    return build_report(config=CONFIG, data=DATA, official=False, reasons=["test data"], items=items,
-                        results=make_results(items), **kw)
+    return build_report(
+        config=CONFIG, data=DATA, official=False, reasons=["test data"], items=items, results=make_results(items), **kw
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +81,14 @@ def test_every_block_has_the_new_keys(full):
         lo, hi = d["raw_accuracy_ci95"]
         assert 0 <= lo < d["raw_accuracy"] < hi <= 1
     assert res["uncertainty"] == {
-        "confidence": 0.95, "bootstrap_resamples": 1000, "bootstrap_seed": 1234,
+        "confidence": 0.95,
+        "bootstrap_resamples": 1000,
+        "bootstrap_seed": 1234,
         "bootstrap_scheme": "items resampled with replacement within each category",
-        "accuracy_interval": "wilson", "n_items_scored": 350, "n_items_in_data": 350}
+        "accuracy_interval": "wilson",
+        "n_items_scored": 350,
+        "n_items_in_data": 350,
+    }
     json.loads(dumps(full))  # plain JSON: lists, floats
 
 
@@ -74,8 +98,14 @@ def test_new_values_match_the_pure_functions(full):
     rows = [(it["item_elo"], it["point_weight"], 1.0 if it["correct"] else 0.0) for it in full["items"]]
     assert o["elo_se"] == pytest.approx(elo.elo_standard_error(o["elo"], rows))
     assert o["raw_accuracy_ci95"] == pytest.approx(list(stats.wilson_interval(o["n_correct"], o["n"])))
-    boot = stats.bootstrap_intervals([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
-                                     [it["category"] for it in full["items"]], resamples=1000, seed=1234)
+    boot = stats.bootstrap_intervals(
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        [r[2] for r in rows],
+        [it["category"] for it in full["items"]],
+        resamples=1000,
+        seed=1234,
+    )
     assert o["elo_ci95"] == boot["overall"]["elo_ci95"]
     assert res["categories"]["quantitative"]["elo_ci95"] == boot["strata"]["quantitative"]["elo_ci95"]
     for it in full["items"]:
@@ -156,8 +186,10 @@ def test_most_surprising_misses_sorted_by_expected_p(full):
 
 def test_no_misses_says_so():
     items = make_items()[:5]
-    results = {it.id: ItemResult(it.id, tuple(ChoiceScore(-1.0 - (k != it.label), 2) for k in range(4)),
-                                 it.label, it.label) for it in items}
+    results = {
+        it.id: ItemResult(it.id, tuple(ChoiceScore(-1.0 - (k != it.label), 2) for k in range(4)), it.label, it.label)
+        for it in items
+    }
     rep = build_report(config=CONFIG, data=DATA, official=False, reasons=["x"], items=items, results=results)
     assert "No misses." in render_markdown(rep)
 

@@ -3,8 +3,20 @@
 import pytest
 import torch
 
+from base_bench.engine.scoring import (
+    CachedScorer,
+    Encoded,
+    PackedScorer,
+    PlainScorer,
+    ScoringError,
+    check_packing,
+    encode_item,
+    max_abs_diff,
+    score_in_batches,
+    score_reference,
+)
 from base_bench.items.records import ChoiceScore, Item, pick
-from base_bench.engine.scoring import CachedScorer, Encoded, PackedScorer, PlainScorer, ScoringError, check_packing, encode_item, max_abs_diff, score_in_batches, score_reference
+
 from tiny import tiny_model, tiny_tokenizer
 
 TOK = tiny_tokenizer()
@@ -126,11 +138,11 @@ def test_continuation_longer_than_window_is_an_error():
 @pytest.mark.parametrize(
     "scores, want",
     [
-        ([(-5.0, 1), (-2.0, 2), (-1.0, 1), (-3.0, 3)], 1),   # means -5, -1, -1, -1: tie, lowest index wins
-        ([(-3.0, 1), (-4.0, 2), (-1.0, 1), (-1.0, 1)], 2),   # means -3, -2, -1, -1
-        ([(-2.0, 2)] * 4, 0),                                # all equal
-        ([(-4.0, 1), (-6.0, 3), (-2.0, 1), (-9.0, 2)], 1),   # -4, -2, -2, -4.5
-        ([(-9.0, 3), (-8.0, 2), (-1.5, 1), (-1.0, 1)], 3),   # a clear winner at the end
+        ([(-5.0, 1), (-2.0, 2), (-1.0, 1), (-3.0, 3)], 1),  # means -5, -1, -1, -1: tie, lowest index wins
+        ([(-3.0, 1), (-4.0, 2), (-1.0, 1), (-1.0, 1)], 2),  # means -3, -2, -1, -1
+        ([(-2.0, 2)] * 4, 0),  # all equal
+        ([(-4.0, 1), (-6.0, 3), (-2.0, 1), (-9.0, 2)], 1),  # -4, -2, -2, -4.5
+        ([(-9.0, 3), (-8.0, 2), (-1.5, 1), (-1.0, 1)], 3),  # a clear winner at the end
     ],
 )
 def test_highest_mean_wins_and_ties_go_to_the_lowest_index(scores, want):
@@ -182,16 +194,22 @@ class _IntKeepOnly(_Wrapped):
     def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False, logits_to_keep=0):
         if not isinstance(logits_to_keep, int):
             raise TypeError("logits_to_keep must be an int")
-        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          use_cache=False, logits_to_keep=logits_to_keep)
+        return self.inner(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+            logits_to_keep=logits_to_keep,
+        )
 
 
 class _NoKeep(_IntKeepOnly):
     """A model without `logits_to_keep` at all: forces the 'full' mode."""
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, use_cache=False):
-        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                          use_cache=False)
+        return self.inner(
+            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+        )
 
 
 @pytest.mark.parametrize("wrapper, mode", [(_IntKeepOnly, "slice"), (_NoKeep, "full")])
@@ -207,11 +225,17 @@ class _HeadTakesIntKeep(_Wrapped):
     """As transformers 5.17 does: a tensor `logits_to_keep` fails at the LM head, after the layers ran
     and appended this pass to the KV cache."""
 
-    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False,
-                logits_to_keep=0):
-        out = self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                         past_key_values=past_key_values, use_cache=use_cache,
-                         logits_to_keep=logits_to_keep if isinstance(logits_to_keep, int) else 0)
+    def forward(
+        self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=False, logits_to_keep=0
+    ):
+        out = self.inner(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            logits_to_keep=logits_to_keep if isinstance(logits_to_keep, int) else 0,
+        )
         if not isinstance(logits_to_keep, int):
             raise IndexError("too many indices for tensor")
         return out
@@ -231,7 +255,10 @@ def test_kv_cache_scorer_retries_on_a_clean_cache(encoded):
 def test_single_token_continuations_feed_only_the_context(scorer_cls):
     """A continuation's last token is never fed; with one-token continuations only the context is."""
     m = tiny_model("llama", TOK)
-    batch = [Encoded("a", (5, 6, 7), ((8,), (9,), (10,), (11,))), Encoded("b", (5,), ((7, 8), (9,), (10, 11, 12), (13,)))]
+    batch = [
+        Encoded("a", (5, 6, 7), ((8,), (9,), (10,), (11,))),
+        Encoded("b", (5,), ((7, 8), (9,), (10, 11, 12), (13,))),
+    ]
     got = scorer_cls(m)(batch)
     assert max_abs_diff(got, [score_reference(m, e) for e in batch]) < 1e-4
     assert [e.packed_length for e in batch] == [3, 1 + 1 + 0 + 2 + 0]

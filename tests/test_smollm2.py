@@ -26,9 +26,24 @@ pytestmark = pytest.mark.integration
 
 def cli(*args, device="cpu", **kw):
     where = ["--device", device] if device else []
-    return subprocess.Popen([sys.executable, str(ROOT / "benchmark.py"), "--model", GGUF, "--local-data", str(ROOT),
-                             *where, "--threads", "2", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "benchmark.py"),
+            "--model",
+            GGUF,
+            "--local-data",
+            str(ROOT),
+            *where,
+            "--threads",
+            "2",
+            *map(str, args),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +55,17 @@ def smol():
 
 
 def test_batched_scores_equal_unbatched_loop(smol):
+    from base_bench.engine.scoring import (
+        PackedScorer,
+        PlainScorer,
+        encode_item,
+        max_abs_diff,
+        model_window,
+        score_in_batches,
+        score_reference,
+    )
     from base_bench.items.dataset import load_dataset_file
     from base_bench.items.records import pick
-    from base_bench.engine.scoring import PackedScorer, PlainScorer, encode_item, max_abs_diff, model_window, score_in_batches, score_reference
 
     items = load_dataset_file(ROOT / "data" / "test.jsonl").items
     picked = [items[i] for i in range(0, 350, 17)]  # 21 items, 3 per category
@@ -59,12 +82,15 @@ def test_batched_scores_equal_unbatched_loop(smol):
 
 
 def test_gguf_cache_hit_equals_fresh_conversion(smol):
-    from base_bench.items.dataset import load_dataset_file
     from base_bench.backends.transformers import load_model
     from base_bench.engine.scoring import PackedScorer, encode_item, max_abs_diff, model_window
+    from base_bench.items.dataset import load_dataset_file
 
-    fresh = smol if smol.info["cache"]["status"] == "written" else load_model(
-        GGUF, torch.device("cpu"), torch.float32, use_cache=False)
+    fresh = (
+        smol
+        if smol.info["cache"]["status"] == "written"
+        else load_model(GGUF, torch.device("cpu"), torch.float32, use_cache=False)
+    )
     hit = load_model(GGUF, torch.device("cpu"), torch.float32)
     assert hit.info["cache"]["status"] == "hit" and hit.info["cache"]["path"] == smol.info["cache"]["path"]
     entry = Path(hit.info["cache"]["path"])
@@ -86,7 +112,11 @@ def whole(tmp_path_factory):
     _, err = p.communicate(timeout=900)
     assert p.returncode == 0, err[-2000:]
     assert sorted(x.name for x in out.iterdir()) == [
-        "partial_results.jsonl", "predictions.md", "report.json", "run_config.json"]
+        "partial_results.jsonl",
+        "predictions.md",
+        "report.json",
+        "run_config.json",
+    ]
     return out
 
 
@@ -96,8 +126,11 @@ def test_api_equals_cli(smol, whole):
 
     cli_rep = json.loads((whole / "report.json").read_text())
     api_rep = evaluate(smol.model, smol.tokenizer, ROOT, limit=24, progress=False)
-    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(cli_rep["items"], api_rep["items"])
-                for x, y in zip(i["choices"], j["choices"]))
+    worst = max(
+        abs(x["logprob"] - y["logprob"])
+        for i, j in zip(cli_rep["items"], api_rep["items"])
+        for x, y in zip(i["choices"], j["choices"])
+    )
     assert worst < 1e-4
     assert abs(api_rep["results"]["overall"]["elo"] - cli_rep["results"]["overall"]["elo"]) < 0.01
     assert [i["prediction"] for i in api_rep["items"]] == [i["prediction"] for i in cli_rep["items"]]
@@ -128,8 +161,11 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path, whole):
     assert b["timing"]["items_scored_this_session"] == 24 - n_before
     assert a["results"] == b["results"]
     assert [i["prediction"] for i in a["items"]] == [i["prediction"] for i in b["items"]]
-    worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(a["items"], b["items"])
-                for x, y in zip(i["choices"], j["choices"]))
+    worst = max(
+        abs(x["logprob"] - y["logprob"])
+        for i, j in zip(a["items"], b["items"])
+        for x, y in zip(i["choices"], j["choices"])
+    )
     assert worst < 1e-4
     # The fixture filled the GGUF cache, so these runs read it (the first fills it when run alone).
     assert a["config"]["model"]["cache"]["status"] in ("hit", "written")
@@ -148,15 +184,32 @@ def test_fsdp2_two_ranks_on_cpu_equal_one_process(smol, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
-           str(ROOT / "tests" / "rankeval.py"), str(tmp_path), "bundled", "smollm2", "fsdp2", "12", "4"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(port),
+        str(ROOT / "tests" / "rankeval.py"),
+        str(tmp_path),
+        "bundled",
+        "smollm2",
+        "fsdp2",
+        "12",
+        "4",
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     for r in (0, 1):
         got = json.loads((tmp_path / f"rank{r}.json").read_text())
         rep = got["report"]
-        worst = max(abs(x["logprob"] - y["logprob"]) for i, j in zip(want["items"], rep["items"])
-                    for x, y in zip(i["choices"], j["choices"]))
+        worst = max(
+            abs(x["logprob"] - y["logprob"])
+            for i, j in zip(want["items"], rep["items"])
+            for x, y in zip(i["choices"], j["choices"])
+        )
         assert worst < 1e-4, worst
         assert [i["prediction"] for i in rep["items"]] == [i["prediction"] for i in want["items"]]
         assert rep["results"] == want["results"] and rep["config"]["world_size"] == 2
@@ -165,8 +218,19 @@ def test_fsdp2_two_ranks_on_cpu_equal_one_process(smol, tmp_path):
 def test_device_map_with_disk_offload_equals_one_device(whole, tmp_path):
     """--device-map auto with a small --max-memory pushes part of SmolLM2 to disk: same scores."""
     out = tmp_path / "placed"
-    p = cli("--limit", 12, "--out-dir", out, "--device-map", "auto", "--max-memory", "cpu=200MB",
-            "--offload-folder", tmp_path / "offload", device=None)
+    p = cli(
+        "--limit",
+        12,
+        "--out-dir",
+        out,
+        "--device-map",
+        "auto",
+        "--max-memory",
+        "cpu=200MB",
+        "--offload-folder",
+        tmp_path / "offload",
+        device=None,
+    )
     _, err = p.communicate(timeout=900)
     assert p.returncode == 0, err[-2000:]
     placed = json.loads((out / "report.json").read_text())

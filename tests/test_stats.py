@@ -39,6 +39,7 @@ def columns(rows):
 
 # --- curvature standard error -------------------------------------------------------------------
 
+
 def numeric_information(rating, outcomes, h=1.0):
     ll = elo.log_likelihood
     return -(ll(rating + h, outcomes) - 2 * ll(rating, outcomes) + ll(rating - h, outcomes)) / (h * h)
@@ -90,6 +91,7 @@ def test_more_items_shrink_the_se():
 
 # --- vectorised fit -----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "outcomes",
     [
@@ -98,8 +100,8 @@ def test_more_items_shrink_the_se():
         [(1000, 2.25, 1), (1000, 1.5, 0), (1000, 1.0, 1)],
         MIXED,
         [(r[2], r[3], float(r[4])) for r in card_rows()],
-        [(r[2], r[3], 1.0) for r in card_rows()],   # all right
-        [(r[2], r[3], 0.0) for r in card_rows()],   # all wrong
+        [(r[2], r[3], 1.0) for r in card_rows()],  # all right
+        [(r[2], r[3], 0.0) for r in card_rows()],  # all wrong
     ],
 )
 def test_fit_elo_many_matches_fit_elo(outcomes):
@@ -132,13 +134,14 @@ def test_fit_elo_many_with_counts_equals_fit_elo_on_the_expanded_list():
 def test_fit_elo_many_hand_computed_and_prior_alone():
     # every item at 1000: E = (sum(w*y) + 2) / (sum(w) + 4)  (see test_elo)
     r = elo.fit_elo_many([1000, 1000], [[1.0, 1.0], [1.0, 0.0]], [1, 1])
-    assert r[0] == pytest.approx(1000 + 400 * math.log10(2), abs=1e-6)           # E = 4/6
-    assert r[1] == pytest.approx(1000 + 400 * math.log10(0.6 / 0.4), abs=1e-6)   # weight 0 drops item 2: E = 3/5
+    assert r[0] == pytest.approx(1000 + 400 * math.log10(2), abs=1e-6)  # E = 4/6
+    assert r[1] == pytest.approx(1000 + 400 * math.log10(0.6 / 0.4), abs=1e-6)  # weight 0 drops item 2: E = 3/5
     assert elo.fit_elo_many([1000], [[0.0]], [1.0])[0] == pytest.approx(1000.0, abs=1e-6)
     assert elo.fit_elo_many([], np.zeros((3, 0)), []) == pytest.approx([1000.0] * 3, abs=1e-6)
 
 
 # --- bootstrap ----------------------------------------------------------------------------------
+
 
 def test_resample_counts_stay_within_strata():
     strata = ["a"] * 3 + ["b"] * 5 + ["a"] * 2
@@ -207,7 +210,7 @@ def test_bootstrap_of_a_full_card_set_is_fast():
 @pytest.mark.parametrize(
     "samples, want",
     [
-        (range(101), (2.5, 97.5)),          # linear rule on 0..100
+        (range(101), (2.5, 97.5)),  # linear rule on 0..100
         (range(1001), (25.0, 975.0)),
         ([5.0] * 10, (5.0, 5.0)),
         ([0.0, 1.0], (0.025, 0.975)),
@@ -219,14 +222,15 @@ def test_percentile_interval(samples, want):
 
 # --- Wilson -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "k, n, want",
     [
         (0, 10, (0.0, 0.27754)),
         (5, 10, (0.23659, 0.76341)),
         (10, 10, (0.72246, 1.0)),
-        (1, 1, (0.20654, 1.0)),   # 1 / (1 + 3.8416) = 0.20654
-        (0, 0, (0.0, 1.0)),       # no trials: know nothing
+        (1, 1, (0.20654, 1.0)),  # 1 / (1 + 3.8416) = 0.20654
+        (0, 0, (0.0, 1.0)),  # no trials: know nothing
     ],
 )
 def test_wilson_hand_computed(k, n, want):

@@ -9,9 +9,10 @@ import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
 from base_bench.commands.cli import main
+from base_bench.commands.trajectory import build_trajectory, find_reports
 from base_bench.integrations import BaseBenchCallback
 from base_bench.integrations.hf import metrics
-from base_bench.commands.trajectory import build_trajectory, find_reports
+
 from tiny import CORPUS, tiny_model, tiny_tokenizer
 
 
@@ -41,13 +42,29 @@ class ModeRecorder(TrainerCallback):
 
 
 def train_with_callback(tmp_path, model, tok, steps=2, **cb):
-    args = TrainingArguments(output_dir=str(tmp_path / "trainer"), max_steps=steps, per_device_train_batch_size=1,
-                             learning_rate=5e-2, logging_steps=1, eval_strategy="steps", eval_steps=steps,
-                             per_device_eval_batch_size=1, save_strategy="no", report_to=[], use_cpu=True,
-                             disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "trainer"),
+        max_steps=steps,
+        per_device_train_batch_size=1,
+        learning_rate=5e-2,
+        logging_steps=1,
+        eval_strategy="steps",
+        eval_steps=steps,
+        per_device_eval_batch_size=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+    )
     data = Sentences(tok, CORPUS[:4])
-    trainer = Trainer(model=model, args=args, train_dataset=data, eval_dataset=data, processing_class=tok,
-                      data_collator=default_data_collator)
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=data,
+        eval_dataset=data,
+        processing_class=tok,
+        data_collator=default_data_collator,
+    )
     callback = BaseBenchCallback(trainer, out_dir=tmp_path / "bench", **cb)
     trainer.add_callback(callback)
     trainer.add_callback(ModeRecorder())
@@ -70,9 +87,15 @@ def test_callback_scores_each_step_once_and_logs_to_the_trainer(trained):
     assert cb.scored_steps == [1, 2, 3]  # step 3 is both an every-step and an evaluation point: scored once
     logged = [h for h in trainer.state.log_history if "base_bench/overall_elo" in h]
     assert [h["step"] for h in logged] == [1, 2, 3]
-    expected = {"base_bench/overall_elo", "base_bench/overall_elo_se", "base_bench/overall_elo_ci95_lo",
-                "base_bench/overall_elo_ci95_hi", "base_bench/raw_accuracy", "base_bench/weighted_accuracy",
-                "base_bench/language_completion_elo"}  # --limit 20 takes the first 20 items: one category
+    expected = {
+        "base_bench/overall_elo",
+        "base_bench/overall_elo_se",
+        "base_bench/overall_elo_ci95_lo",
+        "base_bench/overall_elo_ci95_hi",
+        "base_bench/raw_accuracy",
+        "base_bench/weighted_accuracy",
+        "base_bench/language_completion_elo",
+    }  # --limit 20 takes the first 20 items: one category
     assert set(logged[0]) - {"epoch", "step"} == expected
     assert any("loss" in h for h in trainer.state.log_history)  # training itself went on
     recorder = next(c for c in trainer.callback_handler.callbacks if isinstance(c, ModeRecorder))

@@ -32,23 +32,42 @@ SCRIPT = textwrap.dedent("""
 def test_wheel_install_carries_the_bundled_set(tmp_path):
     dist, src = tmp_path / "dist", tmp_path / "src"
     # a clean copy of the source: a build/ folder left in the checkout would hide a missing data file
-    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "runs", "*.egg-info", "__pycache__", ".pytest_cache"))
+    shutil.copytree(
+        ROOT,
+        src,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "runs", "*.egg-info", "__pycache__", ".pytest_cache"
+        ),
+    )
     # --no-build-isolation: build with this environment's setuptools, so no download is needed
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
-                    str(src)], check=True, cwd=tmp_path, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist), str(src)],
+        check=True,
+        cwd=tmp_path,
+        capture_output=True,
+    )
     wheel = next(dist.glob("base_bench-*.whl"))
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, capture_output=True
+    )
     # Its dependencies (torch, transformers...) come from this environment, appended after the
     # fresh venv's own site-packages, so base_bench itself can only come from the wheel.
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], check=True,
-                          capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    out = subprocess.run([py, "-c", SCRIPT.format(tests=str(ROOT / "tests"), root=str(ROOT))],
-                         capture_output=True, text=True, cwd=tmp_path)
+    out = subprocess.run(
+        [py, "-c", SCRIPT.format(tests=str(ROOT / "tests"), root=str(ROOT))],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "\nOK " in out.stdout and "site-packages/base_bench/data/test.jsonl" in out.stdout

@@ -1,15 +1,15 @@
 """Tiny random models and a tokenizer trained on the spot, for fast tests without the network.
 
-    tok = tiny_tokenizer()                 # byte-level BPE, trained on CORPUS, BOS "<s>", no pad token
-    model = tiny_model("llama", tok)       # random weights from a seeded config
-    save_tiny(tmp_path, "llama")           # a local model directory the CLI can load
+tok = tiny_tokenizer()                 # byte-level BPE, trained on CORPUS, BOS "<s>", no pad token
+model = tiny_model("llama", tok)       # random weights from a seeded config
+save_tiny(tmp_path, "llama")           # a local model directory the CLI can load
 """
 
 from __future__ import annotations
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, LlamaConfig, GPT2Config, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, PreTrainedTokenizerFast
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -37,13 +37,21 @@ def tiny_tokenizer() -> PreTrainedTokenizerFast:
 def tiny_config(kind: str, vocab: int, window: int = 256):
     if kind == "llama":
         return LlamaConfig(
-            vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=window,
-            bos_token_id=0, eos_token_id=1, tie_word_embeddings=False,
+            vocab_size=vocab,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=window,
+            bos_token_id=0,
+            eos_token_id=1,
+            tie_word_embeddings=False,
         )
     if kind == "gpt2":
-        return GPT2Config(vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=window,
-                          bos_token_id=0, eos_token_id=1)
+        return GPT2Config(
+            vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=window, bos_token_id=0, eos_token_id=1
+        )
     raise ValueError(kind)
 
 

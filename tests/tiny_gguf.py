@@ -30,8 +30,9 @@ def _tokenizer_metadata():
     return tokens, merges, types
 
 
-def write_tiny_gguf(path, seed: int = 0, quantized: bool = True, add_bos: bool = False,
-                    file_type: int | None = None) -> Path:
+def write_tiny_gguf(
+    path, seed: int = 0, quantized: bool = True, add_bos: bool = False, file_type: int | None = None
+) -> Path:
     """Write a 2-layer llama GGUF (embedding and projections Q8_0 when `quantized`, norms F32), with
     tokenizer.ggml.add_bos_token = `add_bos`, and general.file_type = `file_type` when given."""
     path = Path(path)

@@ -35,7 +35,9 @@ def build(draft_dir: Path) -> list[dict]:
     rng = random.Random(SEED)
     out = []
     for ci, cat in enumerate(card.CATEGORIES):
-        drafts = [json.loads(x) for x in (draft_dir / f"{cat}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+        drafts = [
+            json.loads(x) for x in (draft_dir / f"{cat}.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()
+        ]
         assert len(drafts) == card.ITEMS_PER_CATEGORY, (cat, len(drafts))
         order = {"easy": 0, "medium": 1, "hard": 2}
         drafts.sort(key=lambda d: order[d["difficulty"]])  # stable: easy, then medium, then hard
@@ -45,20 +47,22 @@ def build(draft_dir: Path) -> list[dict]:
             others = list(d["distractors"])
             rng.shuffle(others)
             conts = others[:label] + [d["correct"]] + others[label:]
-            out.append({
-                "id": f"{cat}-{n:03d}",
-                "version": card.VERSION,
-                "category": cat,
-                "difficulty": d["difficulty"],
-                "category_weight": card.category_weight(cat),
-                "difficulty_weight": card.DIFFICULTY_WEIGHTS[d["difficulty"]],
-                "item_elo": card.item_elo(cat, d["difficulty"]),
-                "context": d["context"],
-                "continuations": conts,
-                "label": label,
-                "score_mode": card.SCORE_MODE,
-                "tags": list(d["tags"]) + [BUNDLED_CANARY],
-            })
+            out.append(
+                {
+                    "id": f"{cat}-{n:03d}",
+                    "version": card.VERSION,
+                    "category": cat,
+                    "difficulty": d["difficulty"],
+                    "category_weight": card.category_weight(cat),
+                    "difficulty_weight": card.DIFFICULTY_WEIGHTS[d["difficulty"]],
+                    "item_elo": card.item_elo(cat, d["difficulty"]),
+                    "context": d["context"],
+                    "continuations": conts,
+                    "label": label,
+                    "score_mode": card.SCORE_MODE,
+                    "tags": list(d["tags"]) + [BUNDLED_CANARY],
+                }
+            )
     return out
 
 

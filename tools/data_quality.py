@@ -31,7 +31,13 @@ def length_bias(items, measure) -> dict:
         longest += mine >= max(lens)
         shortest += mine <= min(lens)
     n = len(items)
-    return {"longest": longest, "shortest": shortest, "n": n, "longest_pct": 100 * longest / n, "shortest_pct": 100 * shortest / n}
+    return {
+        "longest": longest,
+        "shortest": shortest,
+        "n": n,
+        "longest_pct": 100 * longest / n,
+        "shortest_pct": 100 * shortest / n,
+    }
 
 
 def near_duplicates(items, threshold=0.8) -> list[tuple[str, str, float]]:
@@ -46,13 +52,19 @@ def near_duplicates(items, threshold=0.8) -> list[tuple[str, str, float]]:
 
 
 def context_free(items, model, tok, batch_size=16) -> dict:
-    from base_bench.items.records import pick
     from base_bench.engine.scoring import Encoded, PackedScorer, score_in_batches
+    from base_bench.items.records import pick
 
     if tok.bos_token_id is None:
         raise SystemExit("the tokenizer has no BOS token; the context-free baseline needs one")
-    encs = [Encoded(it.id, (tok.bos_token_id,), tuple(tuple(tok(c, add_special_tokens=False)["input_ids"])
-                                                      for c in it.continuations)) for it in items]
+    encs = [
+        Encoded(
+            it.id,
+            (tok.bos_token_id,),
+            tuple(tuple(tok(c, add_special_tokens=False)["input_ids"]) for c in it.continuations),
+        )
+        for it in items
+    ]
     scores = score_in_batches(PackedScorer(model, 0), encs, batch_size)
     preds = {e.id: pick(sc) for e, sc in zip(encs, scores)}
     by_cat = defaultdict(lambda: [0, 0])
@@ -60,8 +72,7 @@ def context_free(items, model, tok, batch_size=16) -> dict:
         by_cat[it.category][0] += preds[it.id] == it.label
         by_cat[it.category][1] += 1
     right = sum(v[0] for v in by_cat.values())
-    return {"accuracy": right / len(items), "n": len(items),
-            "by_category": {c: v[0] / v[1] for c, v in by_cat.items()}}
+    return {"accuracy": right / len(items), "n": len(items), "by_category": {c: v[0] / v[1] for c, v in by_cat.items()}}
 
 
 def review(items, review_dir: Path) -> dict:
@@ -75,8 +86,14 @@ def review(items, review_dir: Path) -> dict:
     disagree = [it.id for it in items if it.id in answers and answers[it.id]["answer"] != it.label]
     flagged = [it.id for it in items if it.id in answers and answers[it.id].get("problem")]
     n = len(items) - len(missing)
-    return {"answered": n, "missing": missing, "agree": n - len(disagree),
-            "agreement_pct": 100 * (n - len(disagree)) / n if n else 0.0, "disagree": disagree, "flagged": flagged}
+    return {
+        "answered": n,
+        "missing": missing,
+        "agree": n - len(disagree),
+        "agreement_pct": 100 * (n - len(disagree)) / n if n else 0.0,
+        "disagree": disagree,
+        "flagged": flagged,
+    }
 
 
 def main() -> None:
@@ -120,8 +137,10 @@ def main() -> None:
     for key, label in (("length_bias_chars", "characters"), ("length_bias_tokens", "tokens")):
         if key in out:
             b = out[key]
-            print(f"- Length bias ({label}): correct is longest in {b['longest']}/{b['n']} ({b['longest_pct']:.1f}%), "
-                  f"shortest in {b['shortest']}/{b['n']} ({b['shortest_pct']:.1f}%); ties count.")
+            print(
+                f"- Length bias ({label}): correct is longest in {b['longest']}/{b['n']} ({b['longest_pct']:.1f}%), "
+                f"shortest in {b['shortest']}/{b['n']} ({b['shortest_pct']:.1f}%); ties count."
+            )
     print(f"- Near-duplicate contexts (ratio > 0.8): {len(dups)}" + (f" {dups}" if dups else ""))
     if "context_free" in out:
         cf = out["context_free"]
@@ -129,14 +148,18 @@ def main() -> None:
         print(f"- Context-free baseline ({args.model}, BOS only): {100 * cf['accuracy']:.1f}% ({cats})")
     if "review" in out:
         r = out["review"]
-        print(f"- Blind review: {r['agree']}/{r['answered']} agree ({r['agreement_pct']:.1f}%); "
-              f"disagree: {r['disagree']}; flagged: {r['flagged']}; missing: {len(r['missing'])}")
+        print(
+            f"- Blind review: {r['agree']}/{r['answered']} agree ({r['agreement_pct']:.1f}%); "
+            f"disagree: {r['disagree']}; flagged: {r['flagged']}; missing: {len(r['missing'])}"
+        )
     if "model_check" in out:
         m = out["model_check"]
         diffs = ", ".join(f"{k} {100 * v:.1f}%" for k, v in m["by_difficulty"].items())
         cats = ", ".join(f"{k} {100 * v:.0f}%" for k, v in m["by_category"].items())
-        print(f"- Model check ({m['model']}): overall {100 * m['overall_raw_accuracy']:.1f}%, Elo {m['overall_elo']:.0f}; "
-              f"by difficulty: {diffs}; by category: {cats}")
+        print(
+            f"- Model check ({m['model']}): overall {100 * m['overall_raw_accuracy']:.1f}%, Elo {m['overall_elo']:.0f}; "
+            f"by difficulty: {diffs}; by category: {cats}"
+        )
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
 

@@ -69,8 +69,10 @@ def _read_config(folder: Path, what: str) -> dict:
     """adapter_config.json of `folder`, checked: a JSON object, with weights beside it."""
     path = folder / CONFIG_FILE
     if not path.is_file():
-        raise ModelError(f"{what}: the directory has no {CONFIG_FILE}, so it is not a PEFT adapter "
-                         "(PEFT's save_pretrained writes one)")
+        raise ModelError(
+            f"{what}: the directory has no {CONFIG_FILE}, so it is not a PEFT adapter "
+            "(PEFT's save_pretrained writes one)"
+        )
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -96,14 +98,22 @@ def locate_adapter(spec: str, revision: str | None = None, token: str | None = N
     elif _looks_like_path(spec):
         raise ModelError(f"{what}: no such directory")
     else:
-        local, commit = download_model(spec, revision=revision, token=token, what="adapter",
-                                       only=[CONFIG_FILE, *WEIGHT_FILES])
+        local, commit = download_model(
+            spec, revision=revision, token=token, what="adapter", only=[CONFIG_FILE, *WEIGHT_FILES]
+        )
         kind, folder = "hub", Path(local)
         what = f"--peft {spec} (on the Hub)"
     cfg = _read_config(folder, what)
-    info = {"spec": spec, "kind": kind, "path": str(folder) if kind == "dir" else None, "revision": commit,
-            "revision_requested": revision, "fingerprint": adapter_fingerprint(folder),
-            "peft_type": cfg.get("peft_type"), "base_model_name_or_path": cfg.get("base_model_name_or_path")}
+    info = {
+        "spec": spec,
+        "kind": kind,
+        "path": str(folder) if kind == "dir" else None,
+        "revision": commit,
+        "revision_requested": revision,
+        "fingerprint": adapter_fingerprint(folder),
+        "peft_type": cfg.get("peft_type"),
+        "base_model_name_or_path": cfg.get("base_model_name_or_path"),
+    }
     return LocatedAdapter(spec, kind, str(folder), info)
 
 
@@ -134,8 +144,7 @@ def apply_adapter(model, located: LocatedAdapter, model_spec: str):
         raise ModelError(f"{what}: {msg[:300]}") from None
     missing = [str(w.message) for w in caught if "missing adapter keys" in str(w.message)]
     if missing:  # PEFT only warns; the adapter would be scored half-applied
-        raise ModelError(f"{what}: the model has adapter layers that the file has no weights for "
-                         f"({missing[0][:200]})")
+        raise ModelError(f"{what}: the model has adapter layers that the file has no weights for ({missing[0][:200]})")
     return peft_model.eval()
 
 
@@ -144,8 +153,11 @@ def apply_adapter(model, located: LocatedAdapter, model_spec: str):
 
 def is_peft_model(model) -> bool:
     """A peft PeftModel (any task class), told by its shape, so that peft need not be imported."""
-    return hasattr(model, "get_base_model") and isinstance(getattr(model, "peft_config", None), dict) \
+    return (
+        hasattr(model, "get_base_model")
+        and isinstance(getattr(model, "peft_config", None), dict)
         and type(model).__module__.startswith("peft")
+    )
 
 
 def _configs(model) -> tuple[dict, list[str]] | None:
@@ -159,8 +171,14 @@ def _configs(model) -> tuple[dict, list[str]] | None:
     else:  # a transformers model with adapters loaded, or the base model out of a PeftModel
         # (get_base_model()): ask an injected layer (transformers' own active_adapters() refuses
         # to answer under some peft versions)
-        layer = next((m for m in model.modules() if type(m).__module__.startswith("peft.tuners")
-                      and hasattr(m, "active_adapters")), None)
+        layer = next(
+            (
+                m
+                for m in model.modules()
+                if type(m).__module__.startswith("peft.tuners") and hasattr(m, "active_adapters")
+            ),
+            None,
+        )
         if layer is None:
             return None
         active = layer.active_adapters
@@ -176,9 +194,11 @@ def check_adapter(model) -> None:
     for name in active:
         cfg = configs[name]
         if getattr(cfg, "is_prompt_learning", False):
-            raise ModelError(f"adapter {name!r} is {_peft_type(cfg)}, a prompt-learning method: it puts virtual "
-                             "tokens before the input, which the card's scoring has no place for; only adapters "
-                             "that change the weights (LoRA, DoRA, IA3, ...) can be scored")
+            raise ModelError(
+                f"adapter {name!r} is {_peft_type(cfg)}, a prompt-learning method: it puts virtual "
+                "tokens before the input, which the card's scoring has no place for; only adapters "
+                "that change the weights (LoRA, DoRA, IA3, ...) can be scored"
+            )
 
 
 def _peft_type(cfg) -> str:
@@ -222,10 +242,18 @@ def describe_adapter(model) -> dict | None:
     tensors = {n: p for n, p in base.named_parameters() if set(n.split(".")) & set(active)}
     cfg = configs[active[0]] if active else next(iter(configs.values()))
     bases = {getattr(configs[n], "base_model_name_or_path", None) for n in active}
-    return {"spec": "+".join(active), "kind": "in-memory", "path": None, "revision": None,
-            "fingerprint": hashlib.sha256(f"{tensors_fingerprint(tensors)}-{config_digest(model)}".encode()).hexdigest()[:16],
-            "peft_type": _peft_type(cfg), "base_model_name_or_path": next(iter(bases)) if len(bases) == 1 else None,
-            "active_adapters": active}
+    return {
+        "spec": "+".join(active),
+        "kind": "in-memory",
+        "path": None,
+        "revision": None,
+        "fingerprint": hashlib.sha256(f"{tensors_fingerprint(tensors)}-{config_digest(model)}".encode()).hexdigest()[
+            :16
+        ],
+        "peft_type": _peft_type(cfg),
+        "base_model_name_or_path": next(iter(bases)) if len(bases) == 1 else None,
+        "active_adapters": active,
+    }
 
 
 # ---------------------------------------------------------------- which base model
@@ -280,5 +308,7 @@ def base_model_note(adapter_base: str | None, model_name: str | None, adapter: s
     """The one-line warning for an adapter applied to another base model than the one it names."""
     if not adapter_base or not model_name or same_base(adapter_base, model_name):
         return None
-    return (f"warning: {adapter} was trained on {adapter_base} (base_model_name_or_path in its {CONFIG_FILE}), "
-            f"but it is applied to {model_name}; the scores are those of this combination")
+    return (
+        f"warning: {adapter} was trained on {adapter_base} (base_model_name_or_path in its {CONFIG_FILE}), "
+        f"but it is applied to {model_name}; the scores are those of this combination"
+    )

@@ -1,9 +1,9 @@
 """The `Backend` base class: what `evaluate()` asks of a model (see backends/__init__.py).
 
-    class MyBackend(Backend):
-        name = "my-backend"
-        def __init__(self, ...): self.device, self.dtype, self.window, self.vocab_size = ...
-        def pick_scorer(self, longest_first, pad_id, ranks): return MyScorer(...), None
+class MyBackend(Backend):
+    name = "my-backend"
+    def __init__(self, ...): self.device, self.dtype, self.window, self.vocab_size = ...
+    def pick_scorer(self, longest_first, pad_id, ranks): return MyScorer(...), None
 """
 
 from __future__ import annotations

@@ -123,11 +123,15 @@ def problem(entry: Path, key: dict) -> str | None:
         present = {p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file()} - {MANIFEST}
         if present != set(files):
             missing, extra = sorted(set(files) - present), sorted(present - set(files))
-            return f"files missing: {', '.join(missing)}" if missing else f"files not in the manifest: {', '.join(extra)}"
+            return (
+                f"files missing: {', '.join(missing)}" if missing else f"files not in the manifest: {', '.join(extra)}"
+            )
         for name, meta in sorted(files.items()):
             size = (entry / name).stat().st_size
             if not isinstance(meta, dict) or size != meta.get("size"):
-                return f"{name} has {size} bytes, the manifest says {meta.get('size') if isinstance(meta, dict) else '?'}"
+                return (
+                    f"{name} has {size} bytes, the manifest says {meta.get('size') if isinstance(meta, dict) else '?'}"
+                )
             if file_digest(entry / name) != meta.get("digest"):
                 return f"{name} differs from its digest in the manifest"
     except OSError as exc:
@@ -236,9 +240,14 @@ def _manifest(tmp: Path, key: dict, source: Path) -> dict:
     for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
         _fsync(p)
         files[p.relative_to(tmp).as_posix()] = {"size": p.stat().st_size, "digest": file_digest(p)}
-    return {"format": FORMAT_VERSION, "key": key, "source": {"name": source.name, "path": str(source)},
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files,
-            "bytes": sum(f["size"] for f in files.values())}
+    return {
+        "format": FORMAT_VERSION,
+        "key": key,
+        "source": {"name": source.name, "path": str(source)},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "files": files,
+        "bytes": sum(f["size"] for f in files.values()),
+    }
 
 
 def write_entry(root: Path, key: dict, source: Path, tokenizer, model) -> dict:
@@ -257,8 +266,10 @@ def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Pat
     final = entry_dir(root, key)
     free = shutil.disk_usage(root).free
     if free < need + KEEP_FREE:
-        note(f"not caching {what}: the entry needs {_gb(need)} (plus {_gb(KEEP_FREE)} kept "
-             f"free), {_gb(free)} free in {root}")
+        note(
+            f"not caching {what}: the entry needs {_gb(need)} (plus {_gb(KEEP_FREE)} kept "
+            f"free), {_gb(free)} free in {root}"
+        )
         return {"status": "skipped-no-space", "path": None, "bytes_needed": need, "bytes_free": free}
     tmp = final.parent / f".tmp-{final.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
@@ -274,8 +285,12 @@ def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Pat
             if problem(final, key) is not None:
                 raise
             shutil.rmtree(tmp, ignore_errors=True)
-            return {"status": "written", "path": str(final), "bytes": dir_bytes(final),
-                    "note": "another process wrote the same entry first; its copy is kept"}
+            return {
+                "status": "written",
+                "path": str(final),
+                "bytes": dir_bytes(final),
+                "note": "another process wrote the same entry first; its copy is kept",
+            }
         _fsync(final.parent)
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written must not stop the run
         shutil.rmtree(tmp, ignore_errors=True)
@@ -290,8 +305,15 @@ def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Pat
 # ----------------------------------------------------------------------------------------- loading
 
 
-def load(gguf_path: Path, fingerprint: str, dtype: torch.dtype, convert: Callable[[], tuple],
-         load_entry: Callable[[Path], tuple], use_cache: bool = True, root: Path | None = None):
+def load(
+    gguf_path: Path,
+    fingerprint: str,
+    dtype: torch.dtype,
+    convert: Callable[[], tuple],
+    load_entry: Callable[[Path], tuple],
+    use_cache: bool = True,
+    root: Path | None = None,
+):
     """(tokenizer, model, record): from the cache entry when there is a complete one, else from
     `convert()`, and then written to the cache (unless `use_cache` is False: then the cache is
     neither read nor written, nor its folder created)."""
@@ -335,8 +357,14 @@ def tokenizer_key(fingerprint: str) -> dict:
     }
 
 
-def load_tokenizer(gguf_path: Path, fingerprint: str, convert: Callable[[], object],
-                   load_entry: Callable[[Path], object], use_cache: bool = True, root: Path | None = None):
+def load_tokenizer(
+    gguf_path: Path,
+    fingerprint: str,
+    convert: Callable[[], object],
+    load_entry: Callable[[Path], object],
+    use_cache: bool = True,
+    root: Path | None = None,
+):
     """(tokenizer, record): the tokenizer transformers converts from the GGUF file, alone, from its
     cache entry when there is a complete one, else from `convert()` and then cached. The llama.cpp
     backend needs no converted weights, only the ids the HF tokenizer gives (converting Gemma 3's
@@ -362,5 +390,6 @@ def load_tokenizer(gguf_path: Path, fingerprint: str, convert: Callable[[], obje
         note(f"not caching the converted GGUF tokenizer: cannot create {final.parent} ({exc.strerror})")
         return tokenizer, {"status": "skipped-error", "path": None, "error": str(exc)}
     clean_leftovers(final.parent)
-    return tokenizer, _publish(root, key, gguf_path, TOKENIZER_MARGIN, tokenizer.save_pretrained,
-                               "the converted GGUF tokenizer")
+    return tokenizer, _publish(
+        root, key, gguf_path, TOKENIZER_MARGIN, tokenizer.save_pretrained, "the converted GGUF tokenizer"
+    )

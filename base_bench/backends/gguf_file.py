@@ -107,7 +107,7 @@ class _Reader:
         n = self.take(count_fmt)
         if self.pos + n > self.size:
             raise _Truncated
-        s = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8", errors="replace")
+        s = bytes(self.buf[self.pos : self.pos + n]).decode("utf-8", errors="replace")
         self.pos += n
         return s
 
@@ -132,7 +132,9 @@ def read_header(path: Path) -> GGUFHeader:
             if size < 4 or f.read(4) != MAGIC:
                 raise ModelError(f"{path}: not a GGUF file (it does not start with the bytes 'GGUF')")
             if size < 24:
-                raise ModelError(f"{path}: the GGUF file is truncated: it has {size} bytes, less than its 24-byte header")
+                raise ModelError(
+                    f"{path}: the GGUF file is truncated: it has {size} bytes, less than its 24-byte header"
+                )
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 return _parse(path, buf, size)
     except OSError as exc:
@@ -171,8 +173,10 @@ def _parse(path: Path, buf, size: int) -> GGUFHeader:
     data_start = -(-r.pos // align) * align
     data_end = data_start + end
     if data_end > size:
-        raise ModelError(f"{path}: the GGUF file is truncated: it has {size} bytes, and its tensors end at byte "
-                         f"{data_end} ({data_end - size} bytes missing); download or copy it again")
+        raise ModelError(
+            f"{path}: the GGUF file is truncated: it has {size} bytes, and its tensors end at byte "
+            f"{data_end} ({data_end - size} bytes missing); download or copy it again"
+        )
     return GGUFHeader(str(path), version, n_tensors, meta, data_start, data_end, size)
 
 

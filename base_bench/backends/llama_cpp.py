@@ -49,8 +49,8 @@ import logging
 import os
 import sys
 from collections import deque
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -65,8 +65,10 @@ log = logging.getLogger("base_bench")
 UBATCH = 48  # tokens per llama_decode (plus a pad): below the 64-row tile of ggml's CPU flash attention
 EXACT_TOL = 1e-5  # the start-up check: shared path against the plain path, nats per choice
 GPU_ALL_LAYERS = 999  # n_gpu_layers meaning "every layer"
-INSTALL_HINT = ("pip install -e '.[llama]' builds it from source (4 to 5 minutes on 2 cores); see "
-                "docs/backends.md for the build flags")
+INSTALL_HINT = (
+    "pip install -e '.[llama]' builds it from source (4 to 5 minutes on 2 cores); see "
+    "docs/backends.md for the build flags"
+)
 
 _LOG_ERROR = 4  # GGML_LOG_LEVEL_ERROR
 _state: dict = {"lib": None, "callback": None, "errors": deque(maxlen=32)}
@@ -81,11 +83,14 @@ def lib():
     try:
         import llama_cpp.llama_cpp as L
     except ImportError:
-        raise ModelError(f"--backend llama.cpp needs llama-cpp-python, which is not installed: {INSTALL_HINT}") from None
+        raise ModelError(
+            f"--backend llama.cpp needs llama-cpp-python, which is not installed: {INSTALL_HINT}"
+        ) from None
     except (OSError, RuntimeError) as exc:  # the shared library is there but does not load
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise ModelError(f"llama-cpp-python is installed but its library does not load ({first}); "
-                         f"reinstall it: {INSTALL_HINT}") from None
+        raise ModelError(
+            f"llama-cpp-python is installed but its library does not load ({first}); reinstall it: {INSTALL_HINT}"
+        ) from None
 
     def keep_errors(level, text, user_data):
         if level == _LOG_ERROR and text:
@@ -116,8 +121,10 @@ def gpu_offload(device: str) -> tuple[int, int, str]:
         return GPU_ALL_LAYERS, 0, "mps" if sys.platform == "darwin" else "cuda"
     if device in ("cuda", "mps") or device.startswith("cuda:"):
         if not gpu:
-            raise ModelError(f"--device {device}: this llama-cpp-python was built without GPU support; rebuild it "
-                             "with CMAKE_ARGS=\"-DGGML_CUDA=on\" (or -DGGML_METAL=on on a Mac), or use --device cpu")
+            raise ModelError(
+                f"--device {device}: this llama-cpp-python was built without GPU support; rebuild it "
+                'with CMAKE_ARGS="-DGGML_CUDA=on" (or -DGGML_METAL=on on a Mac), or use --device cpu'
+            )
         idx = device.partition(":")[2]
         if idx and not idx.isdigit():
             raise ModelError(f"--device {device!r}: expected cuda:N with N a GPU number")
@@ -130,11 +137,15 @@ def _load_error(path: Path, header: GGUFHeader) -> str:
     errors = [e for e in _state["errors"] if e]
     for e in reversed(errors):
         if "unknown model architecture" in e:
-            return (f"{path}: llama.cpp (llama-cpp-python {llama_cpp_version()}) does not know the model "
-                    f"architecture '{header.architecture}'; a newer llama-cpp-python may")
+            return (
+                f"{path}: llama.cpp (llama-cpp-python {llama_cpp_version()}) does not know the model "
+                f"architecture '{header.architecture}'; a newer llama-cpp-python may"
+            )
         if "not within the file bounds" in e or "failed to read" in e:
             return f"{path}: the GGUF file is truncated or damaged (llama.cpp: {e.split(': ')[-1]})"
-    detail = next((e for e in reversed(errors) if "error loading model" in e), errors[-1] if errors else "no reason given")
+    detail = next(
+        (e for e in reversed(errors) if "error loading model" in e), errors[-1] if errors else "no reason given"
+    )
     detail = detail.split("error loading model: ")[-1]
     return f"llama.cpp could not load {path}: {detail[:300]}"
 
@@ -167,7 +178,7 @@ class LlamaCppBackend(Backend):
         self.llama_file_type = file_type_name(L.llama_model_ftype(model_ptr))  # llama.cpp's, guessed if unstated
 
     @classmethod
-    def load(cls, path, device: str = "cpu", threads: int | None = None) -> "LlamaCppBackend":
+    def load(cls, path, device: str = "cpu", threads: int | None = None) -> LlamaCppBackend:
         """Load the GGUF at `path` with llama.cpp; ModelError (one line) if it cannot be."""
         path = Path(path).expanduser()
         if not path.is_file():
@@ -188,7 +199,7 @@ class LlamaCppBackend(Backend):
         return cls(model, path, header, threads or default_threads(), n_gpu, dev)
 
     @classmethod
-    def from_llama(cls, llama, tokenizer=None) -> "LlamaCppBackend":
+    def from_llama(cls, llama, tokenizer=None) -> LlamaCppBackend:
         """The backend for a `llama_cpp.Llama` the caller made: the same file, threads and GPU layers,
         opened again with the settings exact scoring needs (its weights are memory-mapped, so the
         pages are shared, not copied). The Llama itself is neither used nor changed."""
@@ -229,13 +240,21 @@ class LlamaCppBackend(Backend):
 
     def describe(self) -> dict:
         L = lib()
-        return {"model_type": self.header.architecture, "gguf_file_type": self.dtype,
-                "llama_file_type": self.llama_file_type,
-                "n_parameters": int(L.llama_model_n_params(self._model)),
-                "bytes_in_memory": int(L.llama_model_size(self._model)),
-                "llama_cpp": {"n_gpu_layers": self.n_gpu_layers, "ubatch": UBATCH, "flash_attention": True,
-                              "repack_buffers": False, "tiled_matmul": os.environ.get("GGML_CPU_TILED_MM") != "0",
-                              "system_info": L.llama_print_system_info().decode(errors="replace").strip(" |")}}
+        return {
+            "model_type": self.header.architecture,
+            "gguf_file_type": self.dtype,
+            "llama_file_type": self.llama_file_type,
+            "n_parameters": int(L.llama_model_n_params(self._model)),
+            "bytes_in_memory": int(L.llama_model_size(self._model)),
+            "llama_cpp": {
+                "n_gpu_layers": self.n_gpu_layers,
+                "ubatch": UBATCH,
+                "flash_attention": True,
+                "repack_buffers": False,
+                "tiled_matmul": os.environ.get("GGML_CPU_TILED_MM") != "0",
+                "system_info": L.llama_print_system_info().decode(errors="replace").strip(" |"),
+            },
+        }
 
     def fingerprint(self) -> str:
         return fingerprint(self.path)
@@ -244,22 +263,32 @@ class LlamaCppBackend(Backend):
         return str(self.path)
 
     def versions(self) -> dict:
-        return {"llama-cpp-python": llama_cpp_version(), "gguf": package_version("gguf"),
-                "transformers": package_version("transformers"), "tokenizers": package_version("tokenizers")}
+        return {
+            "llama-cpp-python": llama_cpp_version(),
+            "gguf": package_version("gguf"),
+            "transformers": package_version("transformers"),
+            "tokenizers": package_version("tokenizers"),
+        }
 
     def pick_scorer(self, longest_first, pad_id, ranks):
         """The shared-context scorer if it equals the plain path on three real items (the longest, a
         median one and the shortest), else the plain scorer with a note. One process only."""
         if ranks.world > 1:
-            raise UsageError("the llama.cpp backend runs in one process; torchrun is for the transformers backend "
-                             "(use --threads to give llama.cpp more cores)")
+            raise UsageError(
+                "the llama.cpp backend runs in one process; torchrun is for the transformers backend "
+                "(use --threads to give llama.cpp more cores)"
+            )
         cells = max((e.packed_length for e in longest_first), default=1) + 1
         conts = max((len(e.continuations) for e in longest_first), default=4)
         shared = SharedContextScorer(self, cells, conts)
-        probe = list(dict.fromkeys([longest_first[0], longest_first[len(longest_first) // 2], longest_first[-1]])) \
-            if longest_first else []
-        plain = PlainScorer(self, max((len(e.context) + max(len(c) for c in e.continuations) for e in longest_first),
-                                      default=1))
+        probe = (
+            list(dict.fromkeys([longest_first[0], longest_first[len(longest_first) // 2], longest_first[-1]]))
+            if longest_first
+            else []
+        )
+        plain = PlainScorer(
+            self, max((len(e.context) + max(len(c) for c in e.continuations) for e in longest_first), default=1)
+        )
         try:
             diff = max_abs_diff(shared(probe), plain(probe)) if probe else 0.0
         finally:
@@ -267,8 +296,10 @@ class LlamaCppBackend(Backend):
         ok = diff <= EXACT_TOL
         if not ok:
             shared.close()
-            log.warning(f"note: llama.cpp's shared-context path differs from one sequence per choice by {diff:.2g} "
-                        "nats on this build; using the plain path (four decodes per item)")
+            log.warning(
+                f"note: llama.cpp's shared-context path differs from one sequence per choice by {diff:.2g} "
+                "nats on this build; using the plain path (four decodes per item)"
+            )
         check = {"ok": ok, "max_abs_diff_vs_plain": diff, "checked_items": [e.id for e in probe]}
         return (shared if ok else PlainScorer(self, cells)), check
 
@@ -351,8 +382,10 @@ class _Context:
             got = (L.llama_n_batch(self.ctx), L.llama_n_seq_max(self.ctx))
             L.llama_free(self.ctx)
             self.ctx = None
-            raise ModelError(f"llama.cpp made a context with n_batch {got[0]} and n_seq_max {got[1]}; base-bench "
-                             f"needs {UBATCH + 1} and {n_seq}")
+            raise ModelError(
+                f"llama.cpp made a context with n_batch {got[0]} and n_seq_max {got[1]}; base-bench "
+                f"needs {UBATCH + 1} and {n_seq}"
+            )
         self.mem = L.llama_get_memory(self.ctx)
         self.batch = L.llama_batch_init(UBATCH + 1, 0, n_seq)
         self.tokens_fed = 0  # tokens fed, pads included (what llama.cpp computed)
@@ -388,8 +421,10 @@ class _Context:
                 row[k] = x
         rc = self.L.llama_decode(self.ctx, b)
         if rc != 0:
-            raise ScoringError(f"llama_decode failed with code {rc} on {n} tokens "
-                               f"({_state['errors'][-1] if _state['errors'] else 'no message'})")
+            raise ScoringError(
+                f"llama_decode failed with code {rc} on {n} tokens "
+                f"({_state['errors'][-1] if _state['errors'] else 'no message'})"
+            )
         self.tokens_fed += n
         n_out = int(sum(want))
         if not n_out:

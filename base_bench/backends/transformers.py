@@ -93,7 +93,9 @@ def classify(spec: str) -> str:
             raise ModelError(f"--model {spec}: the directory has no config.json, so it is not a model export")
         return "dir"
     if p.exists():
-        raise ModelError(f"--model {spec}: a file that is not a .gguf; give a model directory, a .gguf file or a Hub id")
+        raise ModelError(
+            f"--model {spec}: a file that is not a .gguf; give a model directory, a .gguf file or a Hub id"
+        )
     # A Hub id is "name" or "org/name"; anything else that does not exist is a mistyped path.
     looks_like_path = spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
     if looks_like_path:
@@ -172,8 +174,9 @@ def _dispatch(model, placement: Placement):
     """Place a model that is already in memory (a GGUF conversion) the way from_pretrained would."""
     from accelerate import dispatch_model, infer_auto_device_map
 
-    device_map = infer_auto_device_map(model, max_memory=placement.max_memory,
-                                       no_split_module_classes=getattr(model, "_no_split_modules", None))
+    device_map = infer_auto_device_map(
+        model, max_memory=placement.max_memory, no_split_module_classes=getattr(model, "_no_split_modules", None)
+    )
     if set(device_map) == {""}:  # the whole model on one device: name its parts (accelerate's disk
         device_map = {name: device_map[""] for name, _ in model.named_children()}  # offload needs names)
     return dispatch_model(model, device_map=device_map, offload_dir=placement.offload_folder)
@@ -196,10 +199,13 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
             # the conversion is made whole on the CPU; the placed model is then read from the cache
             # entry (or, with no entry, dispatched from memory)
             tokenizer, model, cache = gguf_cache.load(
-                Path(located.info["path"]), located.info["fingerprint"], dtype,
+                Path(located.info["path"]),
+                located.info["fingerprint"],
+                dtype,
                 convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
                 load_entry=lambda entry: _from_pretrained(str(entry), dtype, placement=place, trust_remote_code=trust),
-                use_cache=use_cache)
+                use_cache=use_cache,
+            )
             if placement and cache["status"] == "written":
                 del model
                 tokenizer, model = _from_pretrained(cache["path"], dtype, placement=place, trust_remote_code=trust)
@@ -233,7 +239,9 @@ def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code
 def check_causal_lm(model) -> None:
     """Raise ModelError unless `model` (unwrapped) is a decoder-only transformers LM with its head."""
     if not isinstance(model, torch.nn.Module):
-        raise ModelError(f"model must be a loaded transformers causal LM (a torch.nn.Module), not {type(model).__name__}")
+        raise ModelError(
+            f"model must be a loaded transformers causal LM (a torch.nn.Module), not {type(model).__name__}"
+        )
     name = type(model).__name__
     cfg = getattr(model, "config", None)
     if cfg is None or not hasattr(model, "get_output_embeddings"):
@@ -244,8 +252,10 @@ def check_causal_lm(model) -> None:
         raise ModelError(f"{name} has no language-model head; load it with AutoModelForCausalLM, not AutoModel")
     causal = name.endswith(("ForCausalLM", "LMHeadModel")) or name in _causal_lm_classes()
     if not causal and not (hasattr(model, "can_generate") and model.can_generate()):
-        raise ModelError(f"{name} is not a causal LM (it cannot score continuations left to right); "
-                         "load the model with AutoModelForCausalLM")
+        raise ModelError(
+            f"{name} is not a causal LM (it cannot score continuations left to right); "
+            "load the model with AutoModelForCausalLM"
+        )
 
 
 def _causal_lm_classes() -> set[str]:
@@ -265,10 +275,10 @@ def model_dtype(model) -> torch.dtype:
 def model_size(model) -> dict:
     """Parameter count and the bytes of parameters and buffers, each tensor counted once (tied weights)."""
     tensors = {id(t): t for t in [*model.parameters(), *model.buffers()]}
-    return {"n_parameters": sum(p.numel() for p in model.parameters()),
-            "bytes_in_memory": sum(t.numel() * t.element_size() for t in tensors.values())}
-
-
+    return {
+        "n_parameters": sum(p.numel() for p in model.parameters()),
+        "bytes_in_memory": sum(t.numel() * t.element_size() for t in tensors.values()),
+    }
 
 
 # ---------------------------------------------------------------- the backend evaluate() asks
@@ -292,8 +302,14 @@ class TransformersBackend(Backend):
         self.model = model
         self.inner = unwrap(model)
         check_causal_lm(self.inner)
-        peft_holder = next((m for m in (model, getattr(model, "module", None), self.inner)
-                            if m is not None and getattr(m, "peft_config", None)), None)
+        peft_holder = next(
+            (
+                m
+                for m in (model, getattr(model, "module", None), self.inner)
+                if m is not None and getattr(m, "peft_config", None)
+            ),
+            None,
+        )
         if peft_holder is not None:
             check_adapter(peft_holder)
         self._peft = peft_holder
@@ -305,7 +321,8 @@ class TransformersBackend(Backend):
         self.vocab_size = self.inner.get_input_embeddings().num_embeddings
         self.expects_bos = tokenizer_adds_bos(tokenizer)
         self.sharded = type(model).__name__ == "FullyShardedDataParallel" or any(
-            hasattr(p, "to_local") for p in self.inner.parameters())
+            hasattr(p, "to_local") for p in self.inner.parameters()
+        )
         self.threads = torch.get_num_threads()
         self._tokenizer = tokenizer
 
@@ -352,15 +369,22 @@ class TransformersBackend(Backend):
         probe = packing_probe(longest_first)
         checked = attempt(lambda: check_packing(self.model, probe, pad_id), self.device)
         if not ranks.agree(checked is not None):
-            raise ScoringError(f"out of accelerator memory while checking packing on {len(probe)} items; "
-                               "try a smaller dtype or another device")
+            raise ScoringError(
+                f"out of accelerator memory while checking packing on {len(probe)} items; "
+                "try a smaller dtype or another device"
+            )
         ok, diff = checked
         ok = ranks.agree(ok)
         if not ok and ranks.is_main:
-            log.warning("note: this model does not reproduce the plain path with a packed 4D mask; "
-                        "using the plain path (one row per choice)")
-        packing = {"ok": ok, "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
-                   "checked_items": [e.id for e in probe]}
+            log.warning(
+                "note: this model does not reproduce the plain path with a packed 4D mask; "
+                "using the plain path (one row per choice)"
+            )
+        packing = {
+            "ok": ok,
+            "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
+            "checked_items": [e.id for e in probe],
+        }
         return (PackedScorer if ok else PlainScorer)(self.model, pad_id), packing
 
 

@@ -22,11 +22,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..version import __version__
-from ..items import card
-from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
 from ..engine.distributed import rank_from_env
 from ..errors import BaseBenchError, StorageError
+from ..items import card
+from ..version import __version__
+from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
 
@@ -42,72 +42,143 @@ def build_parser() -> argparse.ArgumentParser:
         "continuations are ranked by mean token log-probability, and the outcomes are\n"
         "fitted to one Overall Elo.",
         epilog="other commands (each has its own --help):\n"
-               "  base-bench compare RUN_A RUN_B      is B really better than A (same items)?\n"
-               "  base-bench leaderboard RUN_DIR...   rank finished runs, with tables and plots\n"
-               "  base-bench trajectory DIR           Elo over training, from BaseBenchCallback's reports\n"
-               "  base-bench contamination scan|probe|report   find the items in a corpus, probe a model, clean Elo",
+        "  base-bench compare RUN_A RUN_B      is B really better than A (same items)?\n"
+        "  base-bench leaderboard RUN_DIR...   rank finished runs, with tables and plots\n"
+        "  base-bench trajectory DIR           Elo over training, from BaseBenchCallback's reports\n"
+        "  base-bench contamination scan|probe|report   find the items in a corpus, probe a model, clean Elo",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", required=True, metavar="MODEL",
-                   help="what to evaluate: a Hugging Face model id (org/name), a local directory holding a "
-                        "transformers export, or a path to a .gguf file")
-    p.add_argument("--backend", default="transformers", choices=["transformers", "llama.cpp"],
-                   help="what computes the scores: transformers (torch; a .gguf is dequantized, the default) or "
-                        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]')")
-    p.add_argument("--device", default="auto", metavar="DEV",
-                   help="where to run: cpu, cuda, cuda:N, mps, or auto (first of cuda, mps, cpu; default)")
-    p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
-                   help="weight precision; auto is float32 on cpu, bfloat16 (or float16) on cuda, float16 on mps. "
-                        "Log-softmax is always taken in float32")
-    p.add_argument("--threads", type=positive_int("--threads"), metavar="N",
-                   help="CPU threads for torch, or for llama.cpp with --backend llama.cpp (default: torch's own "
-                        "choice, the physical cores)")
-    p.add_argument("--batch-size", type=_batch_size, default=8, metavar="N",
-                   help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' searches for the "
-                        "largest that fits on a GPU and uses 8 on a CPU. Scores do not depend on it")
-    p.add_argument("--out-dir", metavar="DIR",
-                   help="where the run's files go (default: runs/<model name>-base-bench-1.1). An existing run "
-                        "there is never overwritten; continue it with --resume")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run in --out-dir, scoring only unfinished items; refused if the model, "
-                        "data or scoring settings differ from the ones it was started with")
-    p.add_argument("--local-data", metavar="DIR",
-                   help="read DIR/data/test.jsonl (or DIR itself, if it is a JSONL file) instead of downloading the gated Hub "
-                        "dataset; a file that "
-                        "differs from the card's official checksum or counts makes the run non-official")
-    p.add_argument("--limit", type=positive_int("--limit"), metavar="N",
-                   help="score only the first N items, for smoke tests (the run is then non-official)")
-    p.add_argument("--add-bos", action="store_true",
-                   help="put the tokenizer's BOS token before every context (diagnostic; non-official)")
-    p.add_argument("--revision", metavar="REV",
-                   help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded")
-    p.add_argument("--peft", metavar="ADAPTER",
-                   help="apply a PEFT adapter (LoRA and the like) to the model before scoring: a local directory "
-                        "holding adapter_config.json, or a Hub id. Transformers backend only; nothing is merged")
-    p.add_argument("--peft-revision", metavar="REV",
-                   help="with --peft and a Hub id: the adapter's branch, tag or commit (default: main)")
-    p.add_argument("--trust-remote-code", action="store_true",
-                   help="allow model repositories to run their own Python code (off by default)")
-    p.add_argument("--device-map", choices=DEVICE_MAPS, metavar="MAP",
-                   help="spread a model too big for one device over the visible GPUs, then the CPU, then the disk "
-                        "(accelerate's big-model loading): auto, balanced, balanced_low_0 or sequential. Not with "
-                        "--device, nor under torchrun")
-    p.add_argument("--max-memory", type=max_memory, metavar="SPEC",
-                   help="with --device-map: the most each device may hold, e.g. cuda:0=70GiB,cuda:1=70GiB,cpu=200GiB")
-    p.add_argument("--offload-folder", metavar="DIR",
-                   help="with --device-map: where layers that fit no device are kept on disk")
-    p.add_argument("--no-cache", action="store_true",
-                   help="for a .gguf model, neither read nor write the cache of converted models "
-                        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)")
-    p.add_argument("--dist-timeout", type=positive_int("--dist-timeout"), default=600, metavar="S",
-                   help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
-                        "collective before giving up (default 600)")
+    p.add_argument(
+        "--model",
+        required=True,
+        metavar="MODEL",
+        help="what to evaluate: a Hugging Face model id (org/name), a local directory holding a "
+        "transformers export, or a path to a .gguf file",
+    )
+    p.add_argument(
+        "--backend",
+        default="transformers",
+        choices=["transformers", "llama.cpp"],
+        help="what computes the scores: transformers (torch; a .gguf is dequantized, the default) or "
+        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]')",
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        metavar="DEV",
+        help="where to run: cpu, cuda, cuda:N, mps, or auto (first of cuda, mps, cpu; default)",
+    )
+    p.add_argument(
+        "--dtype",
+        default="auto",
+        choices=["auto", "float32", "bfloat16", "float16"],
+        help="weight precision; auto is float32 on cpu, bfloat16 (or float16) on cuda, float16 on mps. "
+        "Log-softmax is always taken in float32",
+    )
+    p.add_argument(
+        "--threads",
+        type=positive_int("--threads"),
+        metavar="N",
+        help="CPU threads for torch, or for llama.cpp with --backend llama.cpp (default: torch's own "
+        "choice, the physical cores)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=8,
+        metavar="N",
+        help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' searches for the "
+        "largest that fits on a GPU and uses 8 on a CPU. Scores do not depend on it",
+    )
+    p.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="where the run's files go (default: runs/<model name>-base-bench-1.1). An existing run "
+        "there is never overwritten; continue it with --resume",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out-dir, scoring only unfinished items; refused if the model, "
+        "data or scoring settings differ from the ones it was started with",
+    )
+    p.add_argument(
+        "--local-data",
+        metavar="DIR",
+        help="read DIR/data/test.jsonl (or DIR itself, if it is a JSONL file) instead of downloading the gated Hub "
+        "dataset; a file that "
+        "differs from the card's official checksum or counts makes the run non-official",
+    )
+    p.add_argument(
+        "--limit",
+        type=positive_int("--limit"),
+        metavar="N",
+        help="score only the first N items, for smoke tests (the run is then non-official)",
+    )
+    p.add_argument(
+        "--add-bos",
+        action="store_true",
+        help="put the tokenizer's BOS token before every context (diagnostic; non-official)",
+    )
+    p.add_argument(
+        "--revision",
+        metavar="REV",
+        help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded",
+    )
+    p.add_argument(
+        "--peft",
+        metavar="ADAPTER",
+        help="apply a PEFT adapter (LoRA and the like) to the model before scoring: a local directory "
+        "holding adapter_config.json, or a Hub id. Transformers backend only; nothing is merged",
+    )
+    p.add_argument(
+        "--peft-revision",
+        metavar="REV",
+        help="with --peft and a Hub id: the adapter's branch, tag or commit (default: main)",
+    )
+    p.add_argument(
+        "--trust-remote-code",
+        action="store_true",
+        help="allow model repositories to run their own Python code (off by default)",
+    )
+    p.add_argument(
+        "--device-map",
+        choices=DEVICE_MAPS,
+        metavar="MAP",
+        help="spread a model too big for one device over the visible GPUs, then the CPU, then the disk "
+        "(accelerate's big-model loading): auto, balanced, balanced_low_0 or sequential. Not with "
+        "--device, nor under torchrun",
+    )
+    p.add_argument(
+        "--max-memory",
+        type=max_memory,
+        metavar="SPEC",
+        help="with --device-map: the most each device may hold, e.g. cuda:0=70GiB,cuda:1=70GiB,cpu=200GiB",
+    )
+    p.add_argument(
+        "--offload-folder", metavar="DIR", help="with --device-map: where layers that fit no device are kept on disk"
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="for a .gguf model, neither read nor write the cache of converted models "
+        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
+    )
+    p.add_argument(
+        "--dist-timeout",
+        type=positive_int("--dist-timeout"),
+        default=600,
+        metavar="S",
+        help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
+        "collective before giving up (default 600)",
+    )
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
 
 def default_out_dir(model: str, peft: str | None = None) -> Path:
     """runs/<model name>[-<adapter name>]-base-bench-1.1: an adapter's run does not land on its base model's."""
+
     def short(spec: str) -> str:
         name = Path(spec.rstrip("/")).name
         if name.lower().endswith(".gguf"):
@@ -128,13 +199,13 @@ def run(args) -> int:
         return run_llama_cpp(args)
     import torch
 
-    from ..items.datasource import HUB, open_data
-    from ..engine.distributed import init_from_env, world_from_env
-    from ..evaluation import evaluate, run_signature
     from ..backends.adapters import apply_adapter, locate_adapter
     from ..backends.transformers import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
-    from ..results.report import summary_lines
+    from ..engine.distributed import init_from_env, world_from_env
     from ..engine.runstore import RunStore
+    from ..evaluation import evaluate, run_signature
+    from ..items.datasource import HUB, open_data
+    from ..results.report import summary_lines
 
     out_dir = resolve_out_dir(args)
     placement = _placement(args, world_from_env())
@@ -146,22 +217,39 @@ def run(args) -> int:
             dtype = resolve_dtype(args.dtype, device)
             if args.threads:
                 torch.set_num_threads(args.threads)
-            located = locate_model(args.model, revision=args.revision, token=source.token,
-                                   trust_remote_code=args.trust_remote_code)
+            located = locate_model(
+                args.model, revision=args.revision, token=source.token, trust_remote_code=args.trust_remote_code
+            )
             adapter = locate_adapter(args.peft, args.peft_revision, source.token) if args.peft else None
             identity = located.identity() if adapter is None else {**located.identity(), "adapter": adapter.identity()}
             if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
-                RunStore(out_dir).check(run_signature(identity, source.dataset.sha256, args.add_bos, dtype_name(dtype),
-                                                      device), args.resume)
+                RunStore(out_dir).check(
+                    run_signature(identity, source.dataset.sha256, args.add_bos, dtype_name(dtype), device), args.resume
+                )
         t0 = time.perf_counter()
         with ranks.together():
             loaded = load_located(located, device, dtype, use_cache=not args.no_cache, placement=placement)
             model = apply_adapter(loaded.model, adapter, args.model) if adapter else loaded.model
-        info = {**loaded.info, "revision_requested": args.revision, "trust_remote_code": bool(args.trust_remote_code),
-                "identity": identity, "load_s": round(time.perf_counter() - t0, 3),
-                **({"adapter": adapter.info} if adapter else {})}
-        report = evaluate(model, loaded.tokenizer, source, limit=args.limit, batch_size=args.batch_size,
-                          add_bos=args.add_bos, out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
+        info = {
+            **loaded.info,
+            "revision_requested": args.revision,
+            "trust_remote_code": bool(args.trust_remote_code),
+            "identity": identity,
+            "load_s": round(time.perf_counter() - t0, 3),
+            **({"adapter": adapter.info} if adapter else {}),
+        }
+        report = evaluate(
+            model,
+            loaded.tokenizer,
+            source,
+            limit=args.limit,
+            batch_size=args.batch_size,
+            add_bos=args.add_bos,
+            out_dir=out_dir,
+            resume=args.resume,
+            progress=True,
+            model_info=info,
+        )
         if ranks.is_main:
             print("\n".join(summary_lines(report)))
             print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
@@ -181,8 +269,10 @@ def _check_peft(args) -> None:
         raise UsageError("--peft-revision only works with --peft")
     backend = getattr(args, "backend", "transformers")
     if args.peft and backend != "transformers":
-        raise UsageError(f"--peft applies a PEFT adapter to a transformers model, and --backend {backend} does not "
-                         "run one; use --backend transformers (or merge the adapter and convert the result)")
+        raise UsageError(
+            f"--peft applies a PEFT adapter to a transformers model, and --backend {backend} does not "
+            "run one; use --backend transformers (or merge the adapter and convert the result)"
+        )
 
 
 def run_llama_cpp(args) -> int:
@@ -197,33 +287,67 @@ def run_llama_cpp(args) -> int:
     from ..items.datasource import HUB, open_data
     from ..results.report import summary_lines
 
-    unused = [flag for flag, given in (("--dtype", args.dtype != "auto"), ("--device-map", args.device_map),
-                                       ("--max-memory", args.max_memory), ("--offload-folder", args.offload_folder),
-                                       ("--revision", args.revision), ("--trust-remote-code", args.trust_remote_code))
-              if given]
+    unused = [
+        flag
+        for flag, given in (
+            ("--dtype", args.dtype != "auto"),
+            ("--device-map", args.device_map),
+            ("--max-memory", args.max_memory),
+            ("--offload-folder", args.offload_folder),
+            ("--revision", args.revision),
+            ("--trust-remote-code", args.trust_remote_code),
+        )
+        if given
+    ]
     if unused:
-        raise UsageError(f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
-                         "which runs the GGUF file as it is quantized, on --device")
+        raise UsageError(
+            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
+            "which runs the GGUF file as it is quantized, on --device"
+        )
     if world_from_env() > 1:
-        raise UsageError("--backend llama.cpp runs in one process; torchrun is for the transformers backend "
-                         "(give llama.cpp more cores with --threads)")
+        raise UsageError(
+            "--backend llama.cpp runs in one process; torchrun is for the transformers backend "
+            "(give llama.cpp more cores with --threads)"
+        )
     out_dir = resolve_out_dir(args)
     source = open_data(args.local_data if args.local_data else HUB)
     if not args.model.lower().endswith(".gguf"):
-        raise UsageError(f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one "
-                         "(use --backend transformers for a Hub id or a model directory)")
+        raise UsageError(
+            f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one "
+            "(use --backend transformers for a Hub id or a model directory)"
+        )
     located = locate_model(args.model)
     header = read_header(Path(located.info["path"]))  # not a GGUF, truncated: one line, before loading
     device = gpu_offload(args.device)[2]
-    RunStore(out_dir).check(run_signature(located.identity(), source.dataset.sha256, args.add_bos,
-                                          header.file_type or "unknown", device, "llama.cpp"), args.resume)
+    RunStore(out_dir).check(
+        run_signature(
+            located.identity(), source.dataset.sha256, args.add_bos, header.file_type or "unknown", device, "llama.cpp"
+        ),
+        args.resume,
+    )
     t0 = time.perf_counter()
     backend = LlamaCppBackend.load(located.info["path"], device=args.device, threads=args.threads)
     tokenizer, cache = load_tokenizer(located.info["path"], use_cache=not args.no_cache)
-    info = {**located.info, "cache": cache, "revision_requested": None, "trust_remote_code": False,
-            "identity": located.identity(), "load_s": round(time.perf_counter() - t0, 3)}
-    report = evaluate(backend, tokenizer, source, limit=args.limit, batch_size=args.batch_size, add_bos=args.add_bos,
-                      out_dir=out_dir, resume=args.resume, progress=True, model_info=info)
+    info = {
+        **located.info,
+        "cache": cache,
+        "revision_requested": None,
+        "trust_remote_code": False,
+        "identity": located.identity(),
+        "load_s": round(time.perf_counter() - t0, 3),
+    }
+    report = evaluate(
+        backend,
+        tokenizer,
+        source,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        add_bos=args.add_bos,
+        out_dir=out_dir,
+        resume=args.resume,
+        progress=True,
+        model_info=info,
+    )
     print("\n".join(summary_lines(report)))
     print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
     return 0
@@ -231,8 +355,8 @@ def run_llama_cpp(args) -> int:
 
 def _placement(args, world: int):
     """--device-map and its options, checked against the flags they cannot go with."""
-    from ..errors import UsageError
     from ..backends.transformers import Placement
+    from ..errors import UsageError
 
     if not args.device_map:
         extra = [f for f, v in (("--max-memory", args.max_memory), ("--offload-folder", args.offload_folder)) if v]
@@ -240,11 +364,15 @@ def _placement(args, world: int):
             raise UsageError(f"{' and '.join(extra)} only work with --device-map (add --device-map auto)")
         return None
     if args.device != "auto":
-        raise UsageError(f"--device-map places the layers itself (GPUs, then CPU, then disk); drop --device "
-                         f"{args.device}, or drop --device-map to put the whole model on {args.device}")
+        raise UsageError(
+            f"--device-map places the layers itself (GPUs, then CPU, then disk); drop --device "
+            f"{args.device}, or drop --device-map to put the whole model on {args.device}"
+        )
     if world > 1:
-        raise UsageError("--device-map splits one model over this machine's devices in one process, while torchrun "
-                         "runs one process with a whole model per GPU: use one or the other")
+        raise UsageError(
+            "--device-map splits one model over this machine's devices in one process, while torchrun "
+            "runs one process with a whole model per GPU: use one or the other"
+        )
     return Placement(args.device_map, args.max_memory, args.offload_folder)
 
 
@@ -259,8 +387,10 @@ def _rank_device(device, asked: str, world: int):
     if ":" in asked:
         from ..errors import DistributedError
 
-        raise DistributedError(f"--device {asked} names one GPU, but under torchrun each of the {world} ranks uses "
-                               "the GPU of its LOCAL_RANK: pass --device cuda (or auto)")
+        raise DistributedError(
+            f"--device {asked} names one GPU, but under torchrun each of the {world} ranks uses "
+            "the GPU of its LOCAL_RANK: pass --device cuda (or auto)"
+        )
     return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
 

@@ -50,8 +50,9 @@ def max_memory(text: str) -> dict:
         device, sep, size = part.partition("=")
         device, size = device.strip(), size.strip()
         if not sep or not size or not re.fullmatch(r"\d+(\.\d+)?\s*([KMGT]i?B)?", size, flags=re.I):
-            raise argparse.ArgumentTypeError(f"--max-memory takes DEVICE=SIZE,... (e.g. cuda:0=70GiB,cpu=200GiB), "
-                                             f"not {part!r}")
+            raise argparse.ArgumentTypeError(
+                f"--max-memory takes DEVICE=SIZE,... (e.g. cuda:0=70GiB,cpu=200GiB), not {part!r}"
+            )
         if device in ("cpu", "mps"):
             key = device
         elif re.fullmatch(r"(cuda:)?\d+", device):

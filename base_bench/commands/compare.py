@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 
 from ..items import card
-from .cliargs import Parser, fail, positive_int
 from ..results.paired import mcnemar_exact, paired_difference
 from ..results.report import md_cell, pct
 from ..results.reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
 from ..results.stats import CONFIDENCE, resample_counts
+from .cliargs import Parser, fail, positive_int
 
 ALPHA = 0.05
 OUT_DIR_FILES = ("compare.json", "compare.md")  # what --out-dir DIR writes
@@ -69,18 +69,23 @@ def pair_items(rep_a: dict, rep_b: dict) -> list[tuple[dict, dict]]:
     if sha_a != sha_b:
         raise ReportError(
             f"the runs scored different data (SHA-256 {sha_a[:12]}… vs {sha_b[:12]}…); "
-            "a comparison needs both runs on the same data file")
+            "a comparison needs both runs on the same data file"
+        )
     a = {it["id"]: it for it in rep_a["items"]}
     b = {it["id"]: it for it in rep_b["items"]}
     if set(a) != set(b):
         only_a, only_b = len(set(a) - set(b)), len(set(b) - set(a))
         raise ReportError(
             f"the runs scored different items (A has {len(a)}, B has {len(b)}; {only_a} only in A, {only_b} only "
-            "in B, e.g. one ran with --limit); a comparison needs both runs on the same items")
+            "in B, e.g. one ran with --limit); a comparison needs both runs on the same items"
+        )
     for i, it in a.items():
         other = b[i]
         if (it["category"], float(it["item_elo"]), float(it["point_weight"])) != (
-                other["category"], float(other["item_elo"]), float(other["point_weight"])):
+            other["category"],
+            float(other["item_elo"]),
+            float(other["point_weight"]),
+        ):
             raise ReportError(f"item {i} has a different category, item Elo or weight in the two reports")
     return [(a[i], b[i]) for i in a]
 
@@ -113,11 +118,14 @@ def score_agreement(pairs) -> dict:
                 worst = (d, a["id"])
         if a.get("prediction") != b.get("prediction"):
             changed.append(a["id"])
-    return {"n_choices": len(deltas),
-            "median_abs_logprob_diff": float(np.median(deltas)) if deltas else None,
-            "max_abs_logprob_diff": float(max(deltas)) if deltas else None,
-            "max_item": worst[1],
-            "predictions_differ": len(changed), "items_predicted_differently": changed}
+    return {
+        "n_choices": len(deltas),
+        "median_abs_logprob_diff": float(np.median(deltas)) if deltas else None,
+        "max_abs_logprob_diff": float(max(deltas)) if deltas else None,
+        "max_item": worst[1],
+        "predictions_differ": len(changed),
+        "items_predicted_differently": changed,
+    }
 
 
 def flipped_item(a: dict, b: dict) -> dict:
@@ -144,7 +152,11 @@ def _categories(pairs) -> list[str]:
 
 
 def _accuracy(y: np.ndarray, w: np.ndarray) -> dict:
-    return {"n_correct": int(y.sum()), "raw_accuracy": float(y.mean()), "weighted_accuracy": float((w * y).sum() / w.sum())}
+    return {
+        "n_correct": int(y.sum()),
+        "raw_accuracy": float(y.mean()),
+        "weighted_accuracy": float((w * y).sum() / w.sum()),
+    }
 
 
 def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int = 1234) -> dict:
@@ -165,18 +177,27 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
         c_only = int(((ya == 0) & (yb == 1))[mask].sum())
         d.update(
             n=int(mask.sum()),
-            n_correct_a=acc_a["n_correct"], n_correct_b=acc_b["n_correct"],
-            raw_accuracy_a=acc_a["raw_accuracy"], raw_accuracy_b=acc_b["raw_accuracy"],
-            weighted_accuracy_a=acc_a["weighted_accuracy"], weighted_accuracy_b=acc_b["weighted_accuracy"],
-            a_right_b_wrong=b_only, a_wrong_b_right=c_only,
+            n_correct_a=acc_a["n_correct"],
+            n_correct_b=acc_b["n_correct"],
+            raw_accuracy_a=acc_a["raw_accuracy"],
+            raw_accuracy_b=acc_b["raw_accuracy"],
+            weighted_accuracy_a=acc_a["weighted_accuracy"],
+            weighted_accuracy_b=acc_b["weighted_accuracy"],
+            a_right_b_wrong=b_only,
+            a_wrong_b_right=c_only,
         )
         return d
 
     overall = block(np.ones(len(pairs), dtype=bool))
     categories = {c: block(np.array([x == c for x in cats])) for c in _categories(pairs)}
     b_count, c_count = overall["a_right_b_wrong"], overall["a_wrong_b_right"]
-    mcnemar = {"a_right_b_wrong": b_count, "a_wrong_b_right": c_count, "discordant": b_count + c_count,
-               "p": mcnemar_exact(b_count, c_count), "test": "exact two-sided binomial on the discordant items"}
+    mcnemar = {
+        "a_right_b_wrong": b_count,
+        "a_wrong_b_right": c_count,
+        "discordant": b_count + c_count,
+        "p": mcnemar_exact(b_count, c_count),
+        "test": "exact two-sided binomial on the discordant items",
+    }
     return {
         "comparison": "base-bench compare",
         "benchmark": rep_a.get("benchmark") or f"BananaMind Base Bench {card.VERSION}",
@@ -185,9 +206,13 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
         "data_sha256": info_a["data_sha256"],
         "n_items": len(pairs),
         "settings_notes": setting_notes(info_a, info_b),
-        "bootstrap": {"method": "paired: items resampled with replacement within each category, the same "
-                                "draws for both runs; both ratings refitted; percentile interval of B - A",
-                      "resamples": resamples, "seed": seed, "confidence": CONFIDENCE},
+        "bootstrap": {
+            "method": "paired: items resampled with replacement within each category, the same "
+            "draws for both runs; both ratings refitted; percentile interval of B - A",
+            "resamples": resamples,
+            "seed": seed,
+            "confidence": CONFIDENCE,
+        },
         "overall": overall,
         "mcnemar": mcnemar,
         "scores": score_agreement(pairs),
@@ -226,13 +251,23 @@ def verdict(diff: float, ci: list[float], p: float, n: int) -> dict:
     if excludes_zero and significant:
         level, why = "decisive", f"the interval excludes 0 and McNemar p {_p(p)}, so this difference is decisive"
     elif not excludes_zero and not significant:
-        level, why = "not decisive", f"the interval includes 0 and McNemar p {_p(p)}, so this difference is not decisive"
+        level, why = (
+            "not decisive",
+            f"the interval includes 0 and McNemar p {_p(p)}, so this difference is not decisive",
+        )
     elif excludes_zero:
-        level, why = "borderline", (f"the interval excludes 0 but McNemar p {_p(p)} (it counts right/wrong items "
-                                    "without weights), so this difference is borderline")
+        level, why = (
+            "borderline",
+            (
+                f"the interval excludes 0 but McNemar p {_p(p)} (it counts right/wrong items "
+                "without weights), so this difference is borderline"
+            ),
+        )
     else:
-        level, why = "borderline", (f"McNemar p {_p(p)} but the weighted Elo interval includes 0, "
-                                    "so this difference is borderline")
+        level, why = (
+            "borderline",
+            (f"McNemar p {_p(p)} but the weighted Elo interval includes 0, so this difference is borderline"),
+        )
     return {"level": level, "decisive": level == "decisive", "text": f"{head}; {why} on {n} items."}
 
 
@@ -252,9 +287,11 @@ def _scores_line(cmp: dict, head: str) -> list[str]:
     sc = cmp.get("scores") or {}
     if not sc.get("n_choices"):
         return []
-    return [f"{head}per-choice |log-prob B − A| median {sc['median_abs_logprob_diff']:.3g}, max "
-            f"{sc['max_abs_logprob_diff']:.3g} nats (item {sc['max_item']}); predicted choice differs on "
-            f"{sc['predictions_differ']} of {cmp['n_items']} items"]
+    return [
+        f"{head}per-choice |log-prob B − A| median {sc['median_abs_logprob_diff']:.3g}, max "
+        f"{sc['max_abs_logprob_diff']:.3g} nats (item {sc['max_item']}); predicted choice differs on "
+        f"{sc['predictions_differ']} of {cmp['n_items']} items"
+    ]
 
 
 def summary_lines(cmp: dict) -> list[str]:
@@ -277,14 +314,18 @@ def summary_lines(cmp: dict) -> list[str]:
         f"  {'category':<20} {'Elo A':>7} {'Elo B':>7} {'B − A':>7}  {'95% CI':<14} {'acc A':>6} {'acc B':>6}",
     ]
     for cat, c in cmp["categories"].items():
-        lines.append(f"  {cat:<20} {_num(c['elo_a']):>7} {_num(c['elo_b']):>7} {_num(c['diff']):>7}  "
-                     f"{_ci(c['ci95']):<14} {pct(c['raw_accuracy_a']):>6} {pct(c['raw_accuracy_b']):>6}")
+        lines.append(
+            f"  {cat:<20} {_num(c['elo_a']):>7} {_num(c['elo_b']):>7} {_num(c['diff']):>7}  "
+            f"{_ci(c['ci95']):<14} {pct(c['raw_accuracy_a']):>6} {pct(c['raw_accuracy_b']):>6}"
+        )
     for key, title in (("a_right_b_wrong", "A right, B wrong"), ("a_wrong_b_right", "A wrong, B right")):
         flips = cmp["flipped"][key]
         lines += ["", f"{title}: {len(flips)} item(s)"]
         for f in flips[:TERMINAL_FLIPS]:
-            lines.append(f"  {f['id']} ({f['difficulty']}): A {f['selected_a']!r}, B {f['selected_b']!r}, "
-                         f"correct {f['correct']!r}")
+            lines.append(
+                f"  {f['id']} ({f['difficulty']}): A {f['selected_a']!r}, B {f['selected_b']!r}, "
+                f"correct {f['correct']!r}"
+            )
         if len(flips) > TERMINAL_FLIPS:
             lines.append(f"  … and {len(flips) - TERMINAL_FLIPS} more (all are in --json / --markdown)")
     lines += ["", "Verdict: " + cmp["verdict"]["text"]]
@@ -294,12 +335,20 @@ def summary_lines(cmp: dict) -> list[str]:
 def render_markdown(cmp: dict) -> str:
     """Markdown rendering of a comparison dict; reads nothing but `cmp`."""
     o, m, bs = cmp["overall"], cmp["mcnemar"], cmp["bootstrap"]
-    out = [f"# {cmp['benchmark']}: B vs A", "", f"**Verdict:** {cmp['verdict']['text']}", "",
-           "| run | model | dtype | add_bos | official | report |", "|---|---|---|---|---|---|"]
+    out = [
+        f"# {cmp['benchmark']}: B vs A",
+        "",
+        f"**Verdict:** {cmp['verdict']['text']}",
+        "",
+        "| run | model | dtype | add_bos | official | report |",
+        "|---|---|---|---|---|---|",
+    ]
     for tag in ("a", "b"):
         i = cmp[tag]
-        out.append(f"| {tag.upper()} | `{md_cell(i['model'])}` | {i['dtype']} | {i['add_bos']} | "
-                   f"{'yes' if i['official'] else 'no'} | `{md_cell(i['report'])}` |")
+        out.append(
+            f"| {tag.upper()} | `{md_cell(i['model'])}` | {i['dtype']} | {i['add_bos']} | "
+            f"{'yes' if i['official'] else 'no'} | `{md_cell(i['report'])}` |"
+        )
     out += ["", f"{cmp['n_items']} paired items; data SHA-256 `{cmp['data_sha256']}`."]
     out += [f"Note: {n}." for n in cmp["settings_notes"]]
     out += [
@@ -325,9 +374,11 @@ def render_markdown(cmp: dict) -> str:
         "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for cat, c in cmp["categories"].items():
-        out.append(f"| {cat} | {c['n']} | {_num(c['elo_a'], 1)} | {_num(c['elo_b'], 1)} | {_num(c['diff'], 1)} | "
-                   f"{_ci(c['ci95'])} | {pct(c['raw_accuracy_a'])} | {pct(c['raw_accuracy_b'])} | "
-                   f"{c['a_right_b_wrong']} | {c['a_wrong_b_right']} |")
+        out.append(
+            f"| {cat} | {c['n']} | {_num(c['elo_a'], 1)} | {_num(c['elo_b'], 1)} | {_num(c['diff'], 1)} | "
+            f"{_ci(c['ci95'])} | {pct(c['raw_accuracy_a'])} | {pct(c['raw_accuracy_b'])} | "
+            f"{c['a_right_b_wrong']} | {c['a_wrong_b_right']} |"
+        )
     for key, title in (("a_right_b_wrong", "A right, B wrong"), ("a_wrong_b_right", "A wrong, B right")):
         flips = cmp["flipped"][key]
         out += ["", f"## {title} ({len(flips)})", ""]
@@ -336,8 +387,10 @@ def render_markdown(cmp: dict) -> str:
             continue
         out += ["| id | category | difficulty | A selected | B selected | correct |", "|---|---|---|---|---|---|"]
         for f in flips:
-            out.append(f"| {f['id']} | {f['category']} | {f['difficulty']} | {md_cell(f['selected_a'])} | "
-                       f"{md_cell(f['selected_b'])} | {md_cell(f['correct'])} |")
+            out.append(
+                f"| {f['id']} | {f['category']} | {f['difficulty']} | {md_cell(f['selected_a'])} | "
+                f"{md_cell(f['selected_b'])} | {md_cell(f['correct'])} |"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -348,17 +401,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="base-bench compare",
         description="Compare two runs on the same items: Overall and category Elo differences (B − A) with a "
-                    "paired bootstrap interval, an exact McNemar test, the items that flipped, and a verdict.")
+        "paired bootstrap interval, an exact McNemar test, the items that flipped, and a verdict.",
+    )
     p.add_argument("run_a", metavar="RUN_A", help="run directory (holding report.json) or a report.json file")
     p.add_argument("run_b", metavar="RUN_B", help="the run to compare against RUN_A (differences are B − A)")
     p.add_argument("--json", metavar="FILE", help="write the full comparison as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (rendered from the JSON)")
-    p.add_argument("--resamples", type=positive_int("--resamples"), default=2000, metavar="N",
-                   help="paired bootstrap resamples (default 2000)")
+    p.add_argument(
+        "--resamples",
+        type=positive_int("--resamples"),
+        default=2000,
+        metavar="N",
+        help="paired bootstrap resamples (default 2000)",
+    )
     p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234); recorded in the output")
-    p.add_argument("--out-dir", metavar="DIR",
-                   help=f"write both files into DIR, as {OUT_DIR_FILES[0]} and {OUT_DIR_FILES[1]} "
-                        "(instead of --json / --markdown)")
+    p.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help=f"write both files into DIR, as {OUT_DIR_FILES[0]} and {OUT_DIR_FILES[1]} "
+        "(instead of --json / --markdown)",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     return p
 

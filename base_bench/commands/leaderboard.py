@@ -28,12 +28,14 @@ from pathlib import Path
 
 from ..items import card
 from ..results import plots
-from .cliargs import Parser, fail
-from ..results.reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
 from ..results.report import ci_cell, elo_cell, pct_cell
+from ..results.reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
+from .cliargs import Parser, fail
 
-GROUPING_NOTE = ("Runs on different data files (different data SHA-256) are never ranked together: each data "
-                 "file has its own table. Use --strict to refuse such a mix instead.")
+GROUPING_NOTE = (
+    "Runs on different data files (different data SHA-256) are never ranked together: each data "
+    "file has its own table. Use --strict to refuse such a mix instead."
+)
 
 
 # ---------------------------------------------------------------- building the board
@@ -108,15 +110,22 @@ def build_leaderboard(reports: list[dict]) -> dict:
         for rank, row in enumerate(rows, 1):
             row["rank"] = rank
         data = reps[0]["data"]
-        out.append({
-            "data_sha256": sha,
-            "data_description": data.get("description") or ("official data" if sha == card.OFFICIAL_SHA256 else "data"),
-            "official_data": sha == card.OFFICIAL_SHA256,
-            "categories": cats,
-            "rows": rows,
-        })
-    return {"benchmark": f"BananaMind Base Bench {card.VERSION}", "n_runs": len(reports), "grouped": len(out) > 1,
-            "groups": out}
+        out.append(
+            {
+                "data_sha256": sha,
+                "data_description": data.get("description")
+                or ("official data" if sha == card.OFFICIAL_SHA256 else "data"),
+                "official_data": sha == card.OFFICIAL_SHA256,
+                "categories": cats,
+                "rows": rows,
+            }
+        )
+    return {
+        "benchmark": f"BananaMind Base Bench {card.VERSION}",
+        "n_runs": len(reports),
+        "grouped": len(out) > 1,
+        "groups": out,
+    }
 
 
 def grouping_sentence(board: dict) -> str:
@@ -136,21 +145,36 @@ def group_title(i: int, g: dict) -> str:
 
 def table_cells(g: dict) -> tuple[list[str], list[list[str]]]:
     """Header and rows of one group's table, as plain text cells."""
-    head = ["#", "model", "Overall Elo", "95% CI"] + [c.replace("_", " ") for c in g["categories"]] + [
-        "raw acc", "weighted acc", "items", "official", "data"]
+    head = (
+        ["#", "model", "Overall Elo", "95% CI"]
+        + [c.replace("_", " ") for c in g["categories"]]
+        + ["raw acc", "weighted acc", "items", "official", "data"]
+    )
     rows = []
     for r in g["rows"]:
-        rows.append([str(r["rank"]), r["label"], elo_cell(r["elo"]), ci_cell(r["elo_ci95"])]
-                    + [elo_cell(r["categories"][c]) for c in g["categories"]]
-                    + [pct_cell(r["raw_accuracy"]), pct_cell(r["weighted_accuracy"]), str(r["n_items"]),
-                       "yes" if r["official"] else "no", r["data_sha256"][:12]])
+        rows.append(
+            [str(r["rank"]), r["label"], elo_cell(r["elo"]), ci_cell(r["elo_ci95"])]
+            + [elo_cell(r["categories"][c]) for c in g["categories"]]
+            + [
+                pct_cell(r["raw_accuracy"]),
+                pct_cell(r["weighted_accuracy"]),
+                str(r["n_items"]),
+                "yes" if r["official"] else "no",
+                r["data_sha256"][:12],
+            ]
+        )
     return head, rows
 
 
 def image_names(board: dict) -> list[dict]:
     """PNG file names per group."""
-    return [{"category": f"category_elo-{g['data_sha256'][:12]}.png",
-             "calibration": f"calibration-{g['data_sha256'][:12]}.png"} for g in board["groups"]]
+    return [
+        {
+            "category": f"category_elo-{g['data_sha256'][:12]}.png",
+            "calibration": f"calibration-{g['data_sha256'][:12]}.png",
+        }
+        for g in board["groups"]
+    ]
 
 
 def _md(text: str) -> str:
@@ -161,39 +185,59 @@ def render_markdown(board: dict, images: list[dict]) -> str:
     out = [f"# {board['benchmark']} leaderboard", "", grouping_sentence(board)]
     for i, (g, img) in enumerate(zip(board["groups"], images)):
         head, rows = table_cells(g)
-        out += ["", f"## {group_title(i, g)}", "", f"Full data SHA-256: `{g['data_sha256']}`.", "",
-                "| " + " | ".join(head) + " |", "|" + "---:|" * 1 + "---|" + "---:|" * (len(head) - 2)]
+        out += [
+            "",
+            f"## {group_title(i, g)}",
+            "",
+            f"Full data SHA-256: `{g['data_sha256']}`.",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "---:|" * 1 + "---|" + "---:|" * (len(head) - 2),
+        ]
         out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
-        out += ["", "Reports: " + "; ".join(f"{r['rank']}. `{_md(r['report'])}`" for r in g["rows"]), "",
-                f"![Overall and category Elo]({img['category']})", "",
-                f"![Calibration by item Elo]({img['calibration']})"]
-    out += ["", "Elo intervals are read from the reports (n/a where a report has none). The calibration plot "
-            "bins items by item Elo and draws each bin's observed accuracy (Wilson 95% bars) against "
-            "1/(1+10^((e−R)/400)) at the run's Overall Elo R: points far from the curve mean one rating "
-            "does not describe the model well."]
+        out += [
+            "",
+            "Reports: " + "; ".join(f"{r['rank']}. `{_md(r['report'])}`" for r in g["rows"]),
+            "",
+            f"![Overall and category Elo]({img['category']})",
+            "",
+            f"![Calibration by item Elo]({img['calibration']})",
+        ]
+    out += [
+        "",
+        "Elo intervals are read from the reports (n/a where a report has none). The calibration plot "
+        "bins items by item Elo and draws each bin's observed accuracy (Wilson 95% bars) against "
+        "1/(1+10^((e−R)/400)) at the run's Overall Elo R: points far from the curve mean one rating "
+        "does not describe the model well.",
+    ]
     return "\n".join(out) + "\n"
 
 
 def render_html(board: dict, pngs: list[dict]) -> str:
     """Self-contained HTML: `pngs` holds {"category": bytes, "calibration": bytes} per group."""
     e = html.escape
-    out = [f"<h1>{e(board['benchmark'])} leaderboard</h1>", f"<p class=\"note\">{e(grouping_sentence(board))}</p>"]
+    out = [f"<h1>{e(board['benchmark'])} leaderboard</h1>", f'<p class="note">{e(grouping_sentence(board))}</p>']
     for i, (g, png) in enumerate(zip(board["groups"], pngs)):
         head, rows = table_cells(g)
-        out += [f"<h2>{e(group_title(i, g))}</h2>", f"<p class=\"note\">Full data SHA-256: <code>{e(g['data_sha256'])}</code></p>",
-                "<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+        out += [
+            f"<h2>{e(group_title(i, g))}</h2>",
+            f'<p class="note">Full data SHA-256: <code>{e(g["data_sha256"])}</code></p>',
+            "<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>",
+        ]
         for row, r in zip(rows, g["rows"]):
             cells = [f"<td>{e(c)}</td>" for c in row]
-            cells[1] = f"<td title=\"{e(r['model'])} — {e(r['report'])}\">{e(row[1])}</td>"
+            cells[1] = f'<td title="{e(r["model"])} — {e(r["report"])}">{e(row[1])}</td>'
             out.append("<tr>" + "".join(cells) + "</tr>")
         out.append("</tbody></table>")
         for key, alt in (("category", "Overall and category Elo"), ("calibration", "Calibration by item Elo")):
             data = base64.b64encode(png[key]).decode("ascii")
             out.append(f'<img alt="{alt}" src="data:image/png;base64,{data}">')
-    out += ["<p class=\"note\">Elo intervals are read from the reports (n/a where a report has none). The calibration "
-            "plot bins items by item Elo and draws each bin's observed accuracy (Wilson 95% bars) against "
-            "1/(1+10<sup>(e−R)/400</sup>) at the run's Overall Elo R: points far from the curve mean one rating "
-            "does not describe the model well.</p>"]
+    out += [
+        '<p class="note">Elo intervals are read from the reports (n/a where a report has none). The calibration '
+        "plot bins items by item Elo and draws each bin's observed accuracy (Wilson 95% bars) against "
+        "1/(1+10<sup>(e−R)/400</sup>) at the run's Overall Elo R: points far from the curve mean one rating "
+        "does not describe the model well.</p>"
+    ]
     return html_page(f"{board['benchmark']} leaderboard", out)
 
 
@@ -202,8 +246,10 @@ def summary_lines(board: dict) -> list[str]:
     for i, g in enumerate(board["groups"]):
         lines += ["", group_title(i, g)]
         for r in g["rows"]:
-            lines.append(f"  {r['rank']:>2}. {r['label']:<44} Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10} "
-                         f"raw {pct_cell(r['raw_accuracy'])}  {'official' if r['official'] else 'not official'}")
+            lines.append(
+                f"  {r['rank']:>2}. {r['label']:<44} Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10} "
+                f"raw {pct_cell(r['raw_accuracy'])}  {'official' if r['official'] else 'not official'}"
+            )
     return lines
 
 
@@ -214,10 +260,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="base-bench leaderboard",
         description="Rank finished runs by Overall Elo and write leaderboard.md, a self-contained leaderboard.html "
-                    "and PNG plots (category Elo with intervals; calibration by item Elo). " + GROUPING_NOTE)
-    p.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories holding report.json (or report.json files)")
-    p.add_argument("--out-dir", "--out", dest="out_dir", default="leaderboard", metavar="DIR",
-                   help="output directory (default ./leaderboard); --out is the older spelling of the same flag")
+        "and PNG plots (category Elo with intervals; calibration by item Elo). " + GROUPING_NOTE,
+    )
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN_DIR", help="run directories holding report.json (or report.json files)"
+    )
+    p.add_argument(
+        "--out-dir",
+        "--out",
+        dest="out_dir",
+        default="leaderboard",
+        metavar="DIR",
+        help="output directory (default ./leaderboard); --out is the older spelling of the same flag",
+    )
     p.add_argument("--strict", action="store_true", help="refuse runs on different data files instead of grouping them")
     p.add_argument("--force", action="store_true", help="overwrite existing leaderboard files in --out-dir")
     return p
@@ -239,17 +294,20 @@ def main(argv: list[str] | None = None) -> int:
         board = build_leaderboard(reports)
         if args.strict and board["grouped"]:
             shas = ", ".join(f"{g['data_sha256'][:12]}… ({len(g['rows'])} run(s))" for g in board["groups"])
-            raise ReportError(f"--strict: the runs scored different data files ({shas}); drop --strict to rank "
-                              "each data file separately")
+            raise ReportError(
+                f"--strict: the runs scored different data files ({shas}); drop --strict to rank "
+                "each data file separately"
+            )
         names = image_names(board)
         targets = [out / "leaderboard.md", out / "leaderboard.html"] + [out / n for img in names for n in img.values()]
         refuse_existing(targets, args.force)
         pngs = []
-        for g, img in zip(board["groups"], names):
+        for g, _img in zip(board["groups"], names):
             reps = [next(r for r in reports if r["_path"] == row["report"]) for row in g["rows"]]
             labels = [row["label"] for row in g["rows"]]
-            pngs.append({"category": plots.category_elo_png(reps, labels),
-                         "calibration": plots.calibration_png(reps, labels)})
+            pngs.append(
+                {"category": plots.category_elo_png(reps, labels), "calibration": plots.calibration_png(reps, labels)}
+            )
         for png, img in zip(pngs, names):
             for key in ("category", "calibration"):
                 write_atomic(out / img[key], png[key])

@@ -27,11 +27,11 @@ import html
 import sys
 from pathlib import Path
 
-from ..results import plots
-from .cliargs import Parser, fail
 from ..errors import ReportError
+from ..results import plots
 from ..results.report import ci_cell, elo_cell, md_cell, pct
 from ..results.reports_io import display_name, html_page, load_report, refuse_existing, write_atomic
+from .cliargs import Parser, fail
 
 OUTPUTS = {"png": "trajectory.png", "md": "trajectory.md", "html": "trajectory.html"}
 
@@ -44,8 +44,10 @@ def find_reports(run_dir: str | Path) -> list[dict]:
     reports = [load_report(p) for p in sorted(root.rglob("report.json"))]
     reports = [r for r in reports if isinstance(r.get("training_step"), int)]
     if not reports:
-        raise ReportError(f"{run_dir}: no report.json with a training_step under it (BaseBenchCallback writes "
-                          "them as step-<N>/report.json)")
+        raise ReportError(
+            f"{run_dir}: no report.json with a training_step under it (BaseBenchCallback writes "
+            "them as step-<N>/report.json)"
+        )
     return sorted(reports, key=lambda r: r["training_step"])
 
 
@@ -54,8 +56,10 @@ def build_trajectory(reports: list[dict]) -> dict:
     cannot form one trajectory (different data files, a step twice)."""
     shas = {r["data"]["sha256"] for r in reports}
     if len(shas) > 1:
-        raise ReportError(f"the reports scored {len(shas)} different data files "
-                          f"({', '.join(sorted(s[:12] + '…' for s in shas))}); a trajectory needs one")
+        raise ReportError(
+            f"the reports scored {len(shas)} different data files "
+            f"({', '.join(sorted(s[:12] + '…' for s in shas))}); a trajectory needs one"
+        )
     seen: dict[int, str] = {}
     for r in reports:
         step = r["training_step"]
@@ -67,19 +71,33 @@ def build_trajectory(reports: list[dict]) -> dict:
     for r in reports:
         res = r["results"]
         o = res["overall"]
-        rows.append({
-            "step": r["training_step"], "elo": o["elo"], "elo_ci95": o.get("elo_ci95"), "elo_se": o.get("elo_se"),
-            "raw_accuracy": o["raw_accuracy"], "weighted_accuracy": o["weighted_accuracy"], "n_items": o["n"],
-            "categories": {c: (res["categories"].get(c) or {}).get("elo") for c in categories},
-            "official": r.get("official"), "report": r["_path"],
-        })
+        rows.append(
+            {
+                "step": r["training_step"],
+                "elo": o["elo"],
+                "elo_ci95": o.get("elo_ci95"),
+                "elo_se": o.get("elo_se"),
+                "raw_accuracy": o["raw_accuracy"],
+                "weighted_accuracy": o["weighted_accuracy"],
+                "n_items": o["n"],
+                "categories": {c: (res["categories"].get(c) or {}).get("elo") for c in categories},
+                "official": r.get("official"),
+                "report": r["_path"],
+            }
+        )
     first = reports[0]
-    models = list(dict.fromkeys(display_name((r.get("config") or {}).get("model", {}).get("spec", "?"))
-                                for r in reports))
-    return {"benchmark": first.get("benchmark", "base-bench"), "model": ", ".join(models),
-            "data_sha256": first["data"]["sha256"], "data_description": first["data"].get("description", ""),
-            "non_official_reasons": list(dict.fromkeys(x for r in reports for x in r.get("non_official_reasons", []))),
-            "categories": categories, "rows": rows}
+    models = list(
+        dict.fromkeys(display_name((r.get("config") or {}).get("model", {}).get("spec", "?")) for r in reports)
+    )
+    return {
+        "benchmark": first.get("benchmark", "base-bench"),
+        "model": ", ".join(models),
+        "data_sha256": first["data"]["sha256"],
+        "data_description": first["data"].get("description", ""),
+        "non_official_reasons": list(dict.fromkeys(x for r in reports for x in r.get("non_official_reasons", []))),
+        "categories": categories,
+        "rows": rows,
+    }
 
 
 # ---------------------------------------------------------------- rendering (formatting only)
@@ -87,12 +105,22 @@ def build_trajectory(reports: list[dict]) -> dict:
 
 def table_cells(traj: dict) -> tuple[list[str], list[list[str]]]:
     head = ["step", "Overall Elo", "95% CI", "±", "raw acc", "weighted acc", "items"] + [
-        c.replace("_", " ") for c in traj["categories"]]
+        c.replace("_", " ") for c in traj["categories"]
+    ]
     rows = []
     for r in traj["rows"]:
-        rows.append([str(r["step"]), elo_cell(r["elo"]), ci_cell(r["elo_ci95"]), elo_cell(r["elo_se"]),
-                     pct(r["raw_accuracy"]), pct(r["weighted_accuracy"]), str(r["n_items"])]
-                    + [elo_cell(r["categories"][c]) for c in traj["categories"]])
+        rows.append(
+            [
+                str(r["step"]),
+                elo_cell(r["elo"]),
+                ci_cell(r["elo_ci95"]),
+                elo_cell(r["elo_se"]),
+                pct(r["raw_accuracy"]),
+                pct(r["weighted_accuracy"]),
+                str(r["n_items"]),
+            ]
+            + [elo_cell(r["categories"][c]) for c in traj["categories"]]
+        )
     return head, rows
 
 
@@ -104,8 +132,10 @@ def _notes(traj: dict) -> list[str]:
     out = [f"Data: {traj['data_description']} (SHA-256 {traj['data_sha256']})."]
     if traj["non_official_reasons"]:
         out.append("Not official: " + "; ".join(traj["non_official_reasons"]) + ".")
-    out.append("Bands and CIs are the reports' 95% bootstrap intervals; ± is the curvature standard error. "
-               "A change between steps smaller than the band is not evidence of progress.")
+    out.append(
+        "Bands and CIs are the reports' 95% bootstrap intervals; ± is the curvature standard error. "
+        "A change between steps smaller than the band is not evidence of progress."
+    )
     return out
 
 
@@ -134,8 +164,10 @@ def render_html(traj: dict, png: bytes) -> str:
 def summary_lines(traj: dict) -> list[str]:
     lines = [_title(traj)]
     for r in traj["rows"]:
-        lines.append(f"  step {r['step']:>7}  Overall Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10}  "
-                     f"raw {pct(r['raw_accuracy'])}")
+        lines.append(
+            f"  step {r['step']:>7}  Overall Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10}  "
+            f"raw {pct(r['raw_accuracy'])}"
+        )
     return lines
 
 
@@ -146,10 +178,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="base-bench trajectory",
         description="Plot a model's Overall and category Elo against training step, from the step-<N>/report.json "
-                    "files BaseBenchCallback writes, and write a Markdown table and a self-contained HTML page.")
+        "files BaseBenchCallback writes, and write a Markdown table and a self-contained HTML page.",
+    )
     p.add_argument("run_dir", metavar="DIR", help="directory holding the per-step reports of one training run")
-    p.add_argument("--out-dir", "--out", dest="out_dir", metavar="OUT",
-                   help="where to write trajectory.png/.md/.html (default: DIR); --out is the older spelling")
+    p.add_argument(
+        "--out-dir",
+        "--out",
+        dest="out_dir",
+        metavar="OUT",
+        help="where to write trajectory.png/.md/.html (default: DIR); --out is the older spelling",
+    )
     p.add_argument("--force", action="store_true", help="overwrite existing trajectory files")
     return p
 

@@ -35,13 +35,13 @@ class CorpusError(BaseBenchError):
 @dataclass(frozen=True)
 class Unit:
     index: int
-    format: str            # jsonl | parquet | txt | hf
-    path: str              # absolute
-    display: str           # as the user would write it
-    rel: str               # where its clean copy goes, relative to --write-clean
-    size: int              # bytes on disk
-    compression: str | None = None                 # jsonl: gzip | zstd | None
-    files: tuple[str, ...] = ()                     # hf: its .arrow files, in order (absolute)
+    format: str  # jsonl | parquet | txt | hf
+    path: str  # absolute
+    display: str  # as the user would write it
+    rel: str  # where its clean copy goes, relative to --write-clean
+    size: int  # bytes on disk
+    compression: str | None = None  # jsonl: gzip | zstd | None
+    files: tuple[str, ...] = ()  # hf: its .arrow files, in order (absolute)
 
     def to_json(self) -> dict:
         d = {"unit": self.index, "format": self.format, "file": self.display, "rel": self.rel, "bytes": self.size}
@@ -187,8 +187,9 @@ def discover(paths) -> Corpus:
     rels = {}
     for u in units:
         if u.rel in rels:
-            raise CorpusError(f"{rels[u.rel]} and {u.display} would both be written to {u.rel} by --write-clean; "
-                              "scan them separately")
+            raise CorpusError(
+                f"{rels[u.rel]} and {u.display} would both be written to {u.rel} by --write-clean; scan them separately"
+            )
         rels[u.rel] = u.display
     if not units:
         raise CorpusError(f"no corpus files in {', '.join(map(str, paths))} (expected {FORMATS_TEXT})")

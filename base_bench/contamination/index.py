@@ -62,16 +62,16 @@ class ItemWords:
         return len(self.context) + len(self.answer)
 
     @classmethod
-    def of(cls, item) -> "ItemWords":
+    def of(cls, item) -> ItemWords:
         return cls(item.id, tuple(words(item.context)), tuple(tuple(words(c)) for c in item.continuations), item.label)
 
 
 @dataclass(frozen=True)
 class Gram:
-    item: int    # the item's position in the index
-    kind: str    # context | answer | leak | wrong
+    item: int  # the item's position in the index
+    kind: str  # context | answer | leak | wrong
     choice: int  # the continuation it runs into (-1 for context)
-    start: int   # first word, in C+A (or C+W for wrong) coordinates
+    start: int  # first word, in C+A (or C+W for wrong) coordinates
     length: int
 
 
@@ -113,7 +113,7 @@ def item_grams(item: ItemWords, index: int, n: int) -> list[Gram]:
 
 def gram_words(item: ItemWords, g: Gram) -> tuple[bytes, ...]:
     seq = item.context + (item.answer if g.kind != "wrong" else item.continuations[g.choice])
-    return seq[g.start:g.start + g.length]
+    return seq[g.start : g.start + g.length]
 
 
 def _hash(ids) -> int:
@@ -153,7 +153,7 @@ class ItemIndex:
         self._pw = self._ipw = None
 
     @classmethod
-    def build(cls, items, n: int | None = None) -> "ItemIndex":
+    def build(cls, items, n: int | None = None) -> ItemIndex:
         """From dataset Items (or ItemWords); n=None takes GPT-3's N from their lengths."""
         iw = [it if isinstance(it, ItemWords) else ItemWords.of(it) for it in items]
         n_auto, p5 = choose_n([it.length for it in iw])
@@ -212,13 +212,13 @@ class ItemIndex:
             keep = self._bloom[h >> shift]
             for i, hv in zip(cand[keep].tolist(), h[keep].tolist()):
                 for gi in self.by_key.get((L, hv), ()):
-                    if tuple(ids[i:i + L].tolist()) == self.gram_ids[gi]:
+                    if tuple(ids[i : i + L].tolist()) == self.gram_ids[gi]:
                         found.append((gi, i))
         return found
 
     # ---------------------------------------------------------------- datatrove's format
 
-    def datatrove_hashes(self) -> "np.ndarray":
+    def datatrove_hashes(self) -> np.ndarray:
         """The 64-bit SHA-1 hash of each n-gram's words joined by spaces, as datatrove's NGramsDecontFilter
         hashes its documents' n-grams (with steps.WordTokenizerGPT3, steps.IDENTITY_NORM and
         steps.DATATROVE_HASH). Only the N-word n-grams: datatrove's filter looks at N-grams alone.
@@ -226,6 +226,9 @@ class ItemIndex:
         from datatrove.utils.hashing import HashConfig, create_hash_func
 
         h = create_hash_func(HashConfig(precision=64, hash_fc="sha1"))
-        out = {h(b" ".join(gram_words(self.items[g.item], g)).decode("utf-8", "surrogatepass"))
-               for g in self.grams if g.length == self.n}
+        out = {
+            h(b" ".join(gram_words(self.items[g.item], g)).decode("utf-8", "surrogatepass"))
+            for g in self.grams
+            if g.length == self.n
+        }
         return np.array(sorted(out), dtype=np.uint64)

@@ -23,7 +23,7 @@ import math
 import re
 import string
 import unicodedata
-from functools import lru_cache
+from functools import cache
 
 N_MIN, N_MAX = 8, 13  # GPT-3's clamp for N
 PERCENTILE = 5
@@ -37,7 +37,7 @@ _ASCII_DELETE = string.punctuation.encode()  # exactly the ASCII characters of c
 _NON_ASCII_RUN = re.compile(rb"[\x80-\xff]+")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _drop(c: str) -> bool:
     """A punctuation mark or symbol (Unicode category P* or S*)."""
     return unicodedata.category(c)[0] in "PS"

@@ -22,8 +22,8 @@ provide these two.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from .canary import Canary, random_second_halves
 
@@ -51,7 +51,7 @@ def transformers_backend(model, tokenizer, batch_size: int = 64) -> ProbeBackend
     def score(context, continuations) -> list[float]:
         out: list[float] = []
         for s in range(0, len(continuations), batch_size):
-            chunk = tuple(tuple(c) for c in continuations[s:s + batch_size])
+            chunk = tuple(tuple(c) for c in continuations[s : s + batch_size])
             out += [c.logprob for c in scorer([Encoded("canary", tuple(context), chunk)])[0]]
         return out
 
@@ -74,15 +74,27 @@ def probe_canary(backend: ProbeBackend, canary: Canary, candidates: int = DEFAUL
     rank, p = rank_and_p(scores[0], scores[1:])
     others = sorted(scores[1:], reverse=True)
     if p <= ALPHA:
-        verdict = (f"the true second half ranks {rank} of {len(halves)} (p = {p:.3g}): the model has very likely "
-                   "seen the canary, and so the benchmark's file")
+        verdict = (
+            f"the true second half ranks {rank} of {len(halves)} (p = {p:.3g}): the model has very likely "
+            "seen the canary, and so the benchmark's file"
+        )
     else:
-        verdict = (f"the true second half ranks {rank} of {len(halves)} (p = {p:.3g}): no sign that the model has "
-                   "seen the canary (a model can have seen the items without it)")
+        verdict = (
+            f"the true second half ranks {rank} of {len(halves)} (p = {p:.3g}): no sign that the model has "
+            "seen the canary (a model can have seen the items without it)"
+        )
     return {
-        "canary": canary.text, "prompt": canary.prompt, "true_second_half": canary.second_half,
-        "backend": backend.name, "candidates": candidates, "seed": seed,
-        "true_logprob": scores[0], "rank": rank, "p_value": p, "alpha": ALPHA, "seen": p <= ALPHA,
+        "canary": canary.text,
+        "prompt": canary.prompt,
+        "true_second_half": canary.second_half,
+        "backend": backend.name,
+        "candidates": candidates,
+        "seed": seed,
+        "true_logprob": scores[0],
+        "rank": rank,
+        "p_value": p,
+        "alpha": ALPHA,
+        "seen": p <= ALPHA,
         "random_logprob": {"max": others[0], "median": others[len(others) // 2], "min": others[-1]},
         "best_random": halves[1 + scores[1:].index(others[0])],
         "verdict": verdict,
@@ -90,16 +102,24 @@ def probe_canary(backend: ProbeBackend, canary: Canary, candidates: int = DEFAUL
 
 
 def render_markdown(res: dict, model: str) -> str:
-    return "\n".join([
-        "# Canary probe", "",
-        f"Model: `{model}` ({res['backend']} backend).", "",
-        f"Prompt: `{res['prompt']}`; true second half `{res['true_second_half']}` against {res['candidates']} "
-        f"random GUID second halves (seed {res['seed']}).", "",
-        "| | summed log-prob |", "|---|---:|",
-        f"| true second half | {res['true_logprob']:.2f} |",
-        f"| best random ({res['best_random']}) | {res['random_logprob']['max']:.2f} |",
-        f"| median random | {res['random_logprob']['median']:.2f} |",
-        "",
-        f"Rank **{res['rank']}** of {res['candidates'] + 1}; empirical p-value **{res['p_value']:.3g}**.", "",
-        f"Verdict: {res['verdict']}.", "",
-    ])
+    return "\n".join(
+        [
+            "# Canary probe",
+            "",
+            f"Model: `{model}` ({res['backend']} backend).",
+            "",
+            f"Prompt: `{res['prompt']}`; true second half `{res['true_second_half']}` against {res['candidates']} "
+            f"random GUID second halves (seed {res['seed']}).",
+            "",
+            "| | summed log-prob |",
+            "|---|---:|",
+            f"| true second half | {res['true_logprob']:.2f} |",
+            f"| best random ({res['best_random']}) | {res['random_logprob']['max']:.2f} |",
+            f"| median random | {res['random_logprob']['median']:.2f} |",
+            "",
+            f"Rank **{res['rank']}** of {res['candidates'] + 1}; empirical p-value **{res['p_value']:.3g}**.",
+            "",
+            f"Verdict: {res['verdict']}.",
+            "",
+        ]
+    )

@@ -1,7 +1,7 @@
 """Views of contamination.json: the Markdown page and the terminal summary (formatting only).
 
-    text = render_markdown(rep)          # contamination.md
-    print("\\n".join(summary_lines(rep)))
+text = render_markdown(rep)          # contamination.md
+print("\\n".join(summary_lines(rep)))
 """
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ def _gb(n: int) -> str:
 
 def _where(d: dict) -> str:
     pos = f"line {d['line']}" if "line" in d else f"row {d['row']}" if "row" in d else ""
-    return f"{d['file']}" + (f" {pos}" if pos else "") + (f" (id {d['id']})" if d.get("id") not in (None, d["file"]) else "")
+    return (
+        f"{d['file']}"
+        + (f" {pos}" if pos else "")
+        + (f" (id {d['id']})" if d.get("id") not in (None, d["file"]) else "")
+    )
 
 
 def summary_lines(rep: dict) -> list[str]:
@@ -29,8 +33,10 @@ def summary_lines(rep: dict) -> list[str]:
         f"documents holding benchmark text: {t['documents_flagged']}; holding the canary: {t['documents_with_canary']}",
     ]
     if rep["corpus"]["skipped"]:
-        lines.append(f"skipped {len(rep['corpus']['skipped'])} bad file(s) (--skip-bad): "
-                     + "; ".join(x["error"] for x in rep["corpus"]["skipped"][:3]))
+        lines.append(
+            f"skipped {len(rep['corpus']['skipped'])} bad file(s) (--skip-bad): "
+            + "; ".join(x["error"] for x in rep["corpus"]["skipped"][:3])
+        )
     tm = rep.get("timing", {})
     if tm.get("mb_per_s"):
         lines.append(f"{tm['mb_per_s']} MB/s ({tm['mb_per_s_per_worker']} MB/s per worker, {s['workers']} worker(s))")
@@ -43,8 +49,7 @@ def render_markdown(rep: dict) -> str:
         "# Benchmark contamination scan",
         "",
         f"Items: {t['items']} from `{md_cell(d['path'])}` ({d['kind']}, SHA-256 `{d['sha256']}`).",
-        f"Corpus: {t['files']} file(s), {_gb(t['bytes'])}, {t['documents_scanned']} documents, "
-        f"{t['words']} words.",
+        f"Corpus: {t['files']} file(s), {_gb(t['bytes'])}, {t['documents_scanned']} documents, {t['words']} words.",
         "",
         "| | items |",
         "|---|---:|",
@@ -72,14 +77,19 @@ def render_markdown(rep: dict) -> str:
     if rep["corpus"]["skipped"]:
         out += ["", "## Skipped files", ""] + [f"- {md_cell(x['error'])}" for x in rep["corpus"]["skipped"]]
     if rep["corpus"]["ignored"]:
-        out += ["", f"Not read ({len(rep['corpus']['ignored'])} file(s) of other types): "
-                + ", ".join(f"`{md_cell(x)}`" for x in rep["corpus"]["ignored"][:20])
-                + (" …" if len(rep["corpus"]["ignored"]) > 20 else "")]
+        out += [
+            "",
+            f"Not read ({len(rep['corpus']['ignored'])} file(s) of other types): "
+            + ", ".join(f"`{md_cell(x)}`" for x in rep["corpus"]["ignored"][:20])
+            + (" …" if len(rep["corpus"]["ignored"]) > 20 else ""),
+        ]
     out += ["", "## Canary", ""]
     out += [f"Looked for: {', '.join(f'`{c}`' for c in rep['canary']['strings'])}.", ""]
     if rep["canary"]["documents"]:
         out += ["| document | benchmark items in it | excerpt |", "|---|---:|---|"]
-        out += [f"| {md_cell(_where(c))} | {c['items']} | {md_cell(c['excerpt'])} |" for c in rep["canary"]["documents"]]
+        out += [
+            f"| {md_cell(_where(c))} | {c['items']} | {md_cell(c['excerpt'])} |" for c in rep["canary"]["documents"]
+        ]
     else:
         out.append("No document holds the canary.")
     hit = [i for i in rep["items"] if i["dirty"] or i["wrong_continuations"]]
@@ -87,18 +97,27 @@ def render_markdown(rep: dict) -> str:
     if not hit:
         out.append("No item n-gram was found in the corpus.")
     else:
-        out += ["| item | dirty | answer leaked | words covered | Llama 2 | documents | wrong continuations | first document |",
-                "|---|---|---|---:|---|---:|---|---|"]
+        out += [
+            "| item | dirty | answer leaked | words covered | Llama 2 | documents | wrong continuations | first document |",
+            "|---|---|---|---:|---|---:|---|---|",
+        ]
         for i in hit:
             first = i["documents"][0] if i["documents"] else None
             wrong = ", ".join(f"choice {w['choice']} in {w['documents']}" for w in i["wrong_continuations"]) or "–"
-            out.append(f"| {i['id']} | {'yes' if i['dirty'] else 'no'} | {'yes' if i['answer_leaked'] else 'no'} | "
-                       f"{100 * i['fraction']:.0f}% | {', '.join(i['llama2'])} | {i['n_documents']} | {wrong} | "
-                       + (f"{md_cell(_where(first))}: {md_cell(first['excerpt'])}" if first else "–") + " |")
+            out.append(
+                f"| {i['id']} | {'yes' if i['dirty'] else 'no'} | {'yes' if i['answer_leaked'] else 'no'} | "
+                f"{100 * i['fraction']:.0f}% | {', '.join(i['llama2'])} | {i['n_documents']} | {wrong} | "
+                + (f"{md_cell(_where(first))}: {md_cell(first['excerpt'])}" if first else "–")
+                + " |"
+            )
     tm = rep.get("timing", {})
     if tm.get("mb_per_s"):
-        out += ["", "## Time", "",
-                f"Scan: {tm['scan_wall_s']:.1f} s, {tm['mb_per_s']} MB/s ({tm['mb_per_s_per_worker']} MB/s per "
-                f"worker; {tm.get('mb_per_cpu_s', '?')} MB per CPU second). Summed over tasks: reading {tm['read_s']:.1f} s, normalising {tm['normalise_s']:.1f} s, "
-                f"matching {tm['match_s']:.1f} s; peak worker RSS {tm['max_worker_rss_mb']} MB."]
+        out += [
+            "",
+            "## Time",
+            "",
+            f"Scan: {tm['scan_wall_s']:.1f} s, {tm['mb_per_s']} MB/s ({tm['mb_per_s_per_worker']} MB/s per "
+            f"worker; {tm.get('mb_per_cpu_s', '?')} MB per CPU second). Summed over tasks: reading {tm['read_s']:.1f} s, normalising {tm['normalise_s']:.1f} s, "
+            f"matching {tm['match_s']:.1f} s; peak worker RSS {tm['max_worker_rss_mb']} MB.",
+        ]
     return "\n".join(out) + "\n"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..results.elo import fit_elo, fit_elo_many
 from ..errors import ReportError
+from ..results.elo import fit_elo, fit_elo_many
 from ..results.stats import CONFIDENCE, percentile_interval, resample_counts
 
 
@@ -43,8 +43,10 @@ def load_scan(where: str | Path) -> dict:
 
 def rescore(rep: dict, scan: dict, resamples: int = 2000, seed: int = 1234) -> dict:
     if rep["data"]["sha256"] != scan["data"]["sha256"]:
-        raise ReportError(f"the run scored data SHA-256 {rep['data']['sha256'][:12]}… but the scan looked for the items "
-                          f"of {scan['data']['sha256'][:12]}…; scan with the run's data (--local-data)")
+        raise ReportError(
+            f"the run scored data SHA-256 {rep['data']['sha256'][:12]}… but the scan looked for the items "
+            f"of {scan['data']['sha256'][:12]}…; scan with the run's data (--local-data)"
+        )
     dirty_of = {i["id"]: i for i in scan["items"]}
     items = rep["items"]
     missing = [it["id"] for it in items if it["id"] not in dirty_of]
@@ -61,33 +63,59 @@ def rescore(rep: dict, scan: dict, resamples: int = 2000, seed: int = 1234) -> d
 
     def block(mask):
         n = int(mask.sum())
-        acc = {"n": n, "n_correct": int(y[mask].sum()),
-               "raw_accuracy": float(y[mask].mean()) if n else None,
-               "weighted_accuracy": float((w * y)[mask].sum() / w[mask].sum()) if n else None}
+        acc = {
+            "n": n,
+            "n_correct": int(y[mask].sum()),
+            "raw_accuracy": float(y[mask].mean()) if n else None,
+            "weighted_accuracy": float((w * y)[mask].sum() / w[mask].sum()) if n else None,
+        }
         if not n:
-            return {**acc, "elo": None, "elo_ci95": None, "diff_vs_full": None, "diff_ci95": None,
-                    "empty_resamples": resamples}
+            return {
+                **acc,
+                "elo": None,
+                "elo_ci95": None,
+                "diff_vs_full": None,
+                "diff_ci95": None,
+                "empty_resamples": resamples,
+            }
         elo = fit_elo(zip(e[mask], w[mask], y[mask]))
         boot = fit_elo_many(e, cw * mask[None, :], y)
-        return {**acc, "elo": elo, "elo_ci95": list(percentile_interval(boot, CONFIDENCE)),
-                "diff_vs_full": elo - full, "diff_ci95": list(percentile_interval(boot - boot_full, CONFIDENCE)),
-                "empty_resamples": int(((counts * mask[None, :]).sum(axis=1) == 0).sum())}
+        return {
+            **acc,
+            "elo": elo,
+            "elo_ci95": list(percentile_interval(boot, CONFIDENCE)),
+            "diff_vs_full": elo - full,
+            "diff_ci95": list(percentile_interval(boot - boot_full, CONFIDENCE)),
+            "empty_resamples": int(((counts * mask[None, :]).sum(axis=1) == 0).sum()),
+        }
 
     clean, dirty_b = block(~dirty), block(dirty)
     res = {
         "tool": "base-bench contamination report",
-        "run": rep.get("_path"), "scan": scan.get("_path"),
+        "run": rep.get("_path"),
+        "scan": scan.get("_path"),
         "model": ((rep.get("config") or {}).get("model") or {}).get("spec"),
-        "data_sha256": rep["data"]["sha256"], "n_items": len(items),
+        "data_sha256": rep["data"]["sha256"],
+        "n_items": len(items),
         "rule": scan.get("settings", {}).get("dirty_rule"),
-        "bootstrap": {"resamples": resamples, "seed": seed, "confidence": CONFIDENCE,
-                      "method": "items drawn with replacement within each category of the full set; full set, clean "
-                                "and dirty subsets refitted on the same draws; percentile intervals"},
-        "full": {"n": len(items), "n_correct": int(y.sum()), "raw_accuracy": float(y.mean()),
-                 "weighted_accuracy": float((w * y).sum() / w.sum()),
-                 "elo": full, "elo_ci95": list(percentile_interval(boot_full, CONFIDENCE)),
-                 "run_reported_elo": ((rep.get("results") or {}).get("overall") or {}).get("elo")},
-        "clean": clean, "dirty": dirty_b,
+        "bootstrap": {
+            "resamples": resamples,
+            "seed": seed,
+            "confidence": CONFIDENCE,
+            "method": "items drawn with replacement within each category of the full set; full set, clean "
+            "and dirty subsets refitted on the same draws; percentile intervals",
+        },
+        "full": {
+            "n": len(items),
+            "n_correct": int(y.sum()),
+            "raw_accuracy": float(y.mean()),
+            "weighted_accuracy": float((w * y).sum() / w.sum()),
+            "elo": full,
+            "elo_ci95": list(percentile_interval(boot_full, CONFIDENCE)),
+            "run_reported_elo": ((rep.get("results") or {}).get("overall") or {}).get("elo"),
+        },
+        "clean": clean,
+        "dirty": dirty_b,
         "dirty_items": [it["id"] for it, d in zip(items, dirty) if d],
     }
     res["verdict"] = verdict(res)
@@ -132,7 +160,8 @@ def summary_lines(res: dict) -> list[str]:
         f"{_elo(c['diff_vs_full'])}  95% CI {_ci(c['diff_ci95'])}",
         f"dirty  Elo {_elo(d['elo'])}  95% CI {_ci(d['elo_ci95'])}  ({d['n']} items)  dirty − full "
         f"{_elo(d['diff_vs_full'])}  95% CI {_ci(d['diff_ci95'])}",
-        "", "Verdict: " + res["verdict"],
+        "",
+        "Verdict: " + res["verdict"],
     ]
 
 
@@ -144,14 +173,23 @@ def render_markdown(res: dict) -> str:
         diff = "" if name == "full" else f"{_elo(b['diff_vs_full'])} | {_ci(b['diff_ci95'])}"
         rows.append(f"| {name} | {b['n']} | {_elo(b['elo'])} | {_ci(b['elo_ci95'])} | {diff or ' | '} | {acc} |")
     bs = res["bootstrap"]
-    return "\n".join([
-        "# Elo on the clean and dirty items", "",
-        f"Run: `{res['run']}` (model `{res['model']}`); scan: `{res['scan']}`.", "",
-        f"**Verdict:** {res['verdict']}.", "",
-        "| subset | items | Overall Elo | 95% CI | − full | 95% CI of − full | accuracy |",
-        "|---|---:|---:|---|---:|---|---:|",
-        *rows, "",
-        f"Dirty: {res['rule']}.", "",
-        f"Bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {bs['method']}.", "",
-        f"Dirty items ({len(res['dirty_items'])}): " + (", ".join(res["dirty_items"]) or "none") + ".", "",
-    ])
+    return "\n".join(
+        [
+            "# Elo on the clean and dirty items",
+            "",
+            f"Run: `{res['run']}` (model `{res['model']}`); scan: `{res['scan']}`.",
+            "",
+            f"**Verdict:** {res['verdict']}.",
+            "",
+            "| subset | items | Overall Elo | 95% CI | − full | 95% CI of − full | accuracy |",
+            "|---|---:|---:|---|---:|---|---:|",
+            *rows,
+            "",
+            f"Dirty: {res['rule']}.",
+            "",
+            f"Bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {bs['method']}.",
+            "",
+            f"Dirty items ({len(res['dirty_items'])}): " + (", ".join(res["dirty_items"]) or "none") + ".",
+            "",
+        ]
+    )

@@ -26,8 +26,10 @@ import time
 from pathlib import Path
 
 LLAMA2_CLEAN, LLAMA2_DIRTY = 0.2, 0.8
-DIRTY_RULE = ("GPT-3 (Brown et al. 2020, App. C): an item is dirty when any n-gram of its context, its correct "
-              "continuation, or the two joined is found in a document; wrong continuations are reported apart")
+DIRTY_RULE = (
+    "GPT-3 (Brown et al. 2020, App. C): an item is dirty when any n-gram of its context, its correct "
+    "continuation, or the two joined is found in a document; wrong continuations are reported apart"
+)
 
 
 def _lines(pattern: str) -> list[dict]:
@@ -39,8 +41,10 @@ def _lines(pattern: str) -> list[dict]:
 
 
 def load_hits(work_dir: str) -> list[dict]:
-    return sorted(_lines(str(Path(work_dir) / "hits" / "*.jsonl")),
-                  key=lambda h: (h["unit"] if h["unit"] is not None else -1, h["pos"] or 0, str(h["id"])))
+    return sorted(
+        _lines(str(Path(work_dir) / "hits" / "*.jsonl")),
+        key=lambda h: (h["unit"] if h["unit"] is not None else -1, h["pos"] or 0, str(h["id"])),
+    )
 
 
 def load_skipped(work_dir: str) -> list[dict]:
@@ -88,11 +92,18 @@ def build_report(plan: dict, hits: list[dict], skipped: list[dict], stats: dict,
     for h in hits:
         fmt = units.get(h["unit"], {}).get("format")
         where = {"file": h["file"], **_where(fmt, h["pos"]), "id": h["id"]}
-        documents.append({**where, "items": [items[e["item"]]["id"] for e in h["items"]],
-                          "kinds": sorted({k for e in h["items"] for k in e["kinds"]}), "canary": h["canary"]})
+        documents.append(
+            {
+                **where,
+                "items": [items[e["item"]]["id"] for e in h["items"]],
+                "kinds": sorted({k for e in h["items"] for k in e["kinds"]}),
+                "canary": h["canary"],
+            }
+        )
         if h["canary"]:
-            canary_docs.append({**where, "canary": h["canary"], "items": len(h["items"]),
-                                "excerpt": h.get("canary_excerpt", "")})
+            canary_docs.append(
+                {**where, "canary": h["canary"], "items": len(h["items"]), "excerpt": h.get("canary_excerpt", "")}
+            )
         for e in h["items"]:
             a = acc[e["item"]]
             a["spans"] += e["cover"]
@@ -107,14 +118,23 @@ def build_report(plan: dict, hits: list[dict], skipped: list[dict], stats: dict,
     for it, a in zip(items, acc):
         frac = covered_fraction(a["spans"], it["words"])
         right = {k: v for k, v in a["kinds"].items() if k != "wrong"}
-        out_items.append({
-            "id": it["id"], "category": it["category"], "difficulty": it["difficulty"], "words": it["words"],
-            "matchable": it["matchable"], "dirty": bool(right), "answer_leaked": "leak" in right,
-            "fraction": round(frac, 4), "llama2": llama2_subsets(frac),
-            "documents_by_kind": right,
-            "wrong_continuations": [{"choice": c, "documents": n} for c, n in sorted(a["wrong"].items())],
-            "n_documents": a["n_docs"], "documents": a["docs"],
-        })
+        out_items.append(
+            {
+                "id": it["id"],
+                "category": it["category"],
+                "difficulty": it["difficulty"],
+                "words": it["words"],
+                "matchable": it["matchable"],
+                "dirty": bool(right),
+                "answer_leaked": "leak" in right,
+                "fraction": round(frac, 4),
+                "llama2": llama2_subsets(frac),
+                "documents_by_kind": right,
+                "wrong_continuations": [{"choice": c, "documents": n} for c, n in sorted(a["wrong"].items())],
+                "n_documents": a["n_docs"],
+                "documents": a["docs"],
+            }
+        )
     scan_stats = stats.get("scan", [])
     read_s = sum(s["read_s"] for k, v in stats.items() if k.startswith("read-") for s in v)
     phases = {k: round(sum(s.get(k, 0.0) for s in scan_stats), 3) for k in ("normalise_s", "match_s", "record_s")}
@@ -128,11 +148,20 @@ def build_report(plan: dict, hits: list[dict], skipped: list[dict], stats: dict,
         timing["mb_per_s_per_worker"] = round(total_bytes / 1e6 / w / max(1, plan["settings"]["workers"]), 2)
     if cpu_s:  # what one worker does per second of its own CPU time (the wall time counts other load too)
         timing["mb_per_cpu_s"] = round(total_bytes / 1e6 / cpu_s, 2)
-    timing.update({"task_s": round(task_s, 3), "cpu_s": round(cpu_s, 3), "read_s": round(read_s, 3), **phases,
-                   "max_worker_rss_mb": round(max((s.get("maxrss_kb", 0) for s in scan_stats), default=0) / 1024, 1)})
+    timing.update(
+        {
+            "task_s": round(task_s, 3),
+            "cpu_s": round(cpu_s, 3),
+            "read_s": round(read_s, 3),
+            **phases,
+            "max_worker_rss_mb": round(max((s.get("maxrss_kb", 0) for s in scan_stats), default=0) / 1024, 1),
+        }
+    )
     n_dirty = sum(i["dirty"] for i in out_items)
     totals = {
-        "items": len(out_items), "dirty": n_dirty, "clean": len(out_items) - n_dirty,
+        "items": len(out_items),
+        "dirty": n_dirty,
+        "clean": len(out_items) - n_dirty,
         "answer_leaked": sum(i["answer_leaked"] for i in out_items),
         "unmatchable": sum(not i["matchable"] for i in out_items),
         "items_with_wrong_continuation_matches": sum(bool(i["wrong_continuations"]) for i in out_items),
@@ -142,15 +171,21 @@ def build_report(plan: dict, hits: list[dict], skipped: list[dict], stats: dict,
         "documents_with_canary": len(canary_docs),
         "characters": sum(s.get("chars", 0) for s in scan_stats),
         "words": sum(s.get("words", 0) for s in scan_stats),
-        "files": len(units), "files_skipped": len(skipped), "bytes": total_bytes,
+        "files": len(units),
+        "files_skipped": len(skipped),
+        "bytes": total_bytes,
     }
     return {
         "tool": "base-bench contamination scan",
         "base_bench_version": plan.get("base_bench_version"),
         "data": plan["data"],
         "settings": plan["settings"],
-        "corpus": {"files": plan["corpus"]["units"], "ignored": plan["corpus"]["ignored"],
-                   "skipped": [{"file": s["file"], "error": s["error"]} for s in skipped], "bytes": total_bytes},
+        "corpus": {
+            "files": plan["corpus"]["units"],
+            "ignored": plan["corpus"]["ignored"],
+            "skipped": [{"file": s["file"], "error": s["error"]} for s in skipped],
+            "bytes": total_bytes,
+        },
         "totals": totals,
         "timing": timing,
         "canary": {"strings": plan["canaries"], "documents": canary_docs},

@@ -30,8 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..version import __version__
 from ..errors import ReportError, UsageError
+from ..version import __version__
 from .canary import canaries_of
 from .corpus import CorpusError, discover
 from .normalize import N_MAX, N_MIN, PERCENTILE
@@ -61,7 +61,9 @@ def require_extra() -> None:
     """UsageError unless datatrove and the readers' libraries are installed (the `contamination` extra)."""
     import importlib.util
 
-    missing = [m for m in ("datatrove", "regex", "orjson", "pyarrow", "zstandard") if importlib.util.find_spec(m) is None]
+    missing = [
+        m for m in ("datatrove", "regex", "orjson", "pyarrow", "zstandard") if importlib.util.find_spec(m) is None
+    ]
     if missing:
         raise UsageError(f"the corpus scan needs {', '.join(missing)}: pip install 'base-bench[contamination]'")
 
@@ -87,8 +89,10 @@ def check_executor_options(kind: str, options: dict) -> None:
     allowed = sorted(set(params) - _SET_BY_US)
     for k in options:
         if k not in params or k in _SET_BY_US:
-            raise UsageError(f"--executor-option {k}: {cls.__name__} takes none such "
-                             f"(it takes {', '.join(allowed)}; tasks and workers have their own flags)")
+            raise UsageError(
+                f"--executor-option {k}: {cls.__name__} takes none such "
+                f"(it takes {', '.join(allowed)}; tasks and workers have their own flags)"
+            )
     if kind == "slurm":
         missing = [k for k in ("partition", "time") if k not in options]
         if missing:
@@ -113,8 +117,10 @@ def _inside(a: Path, b: Path) -> bool:
 
 def _item_rows(index, items) -> list[dict]:
     has = {g.item for g in index.grams if g.kind != "wrong"}
-    return [{"id": it.id, "category": it.category, "difficulty": it.difficulty, "words": iw.length,
-             "matchable": i in has} for i, (it, iw) in enumerate(zip(items, index.items))]
+    return [
+        {"id": it.id, "category": it.category, "difficulty": it.difficulty, "words": iw.length, "matchable": i in has}
+        for i, (it, iw) in enumerate(zip(items, index.items))
+    ]
 
 
 def _arrow_rows(path: str) -> int:
@@ -145,8 +151,12 @@ def _readers(corpus, work: Path, text_key: str, id_key: str, skip_bad: bool, ski
                     by_fmt["hf"].pop(g, None)
         else:
             by_fmt.setdefault(u.format, {})[u.path] = {"unit": u.index, "display": u.display}
-    classes = {"jsonl": steps.CorpusJsonlReader, "parquet": steps.CorpusParquetReader,
-               "hf": steps.CorpusArrowReader, "txt": steps.TextFileReader}
+    classes = {
+        "jsonl": steps.CorpusJsonlReader,
+        "parquet": steps.CorpusParquetReader,
+        "hf": steps.CorpusArrowReader,
+        "txt": steps.TextFileReader,
+    }
     readers, n_files = [], 0
     for fmt in ("jsonl", "parquet", "hf", "txt"):
         files = by_fmt.get(fmt)
@@ -162,10 +172,23 @@ def _readers(corpus, work: Path, text_key: str, id_key: str, skip_bad: bool, ski
     return readers, n_files
 
 
-def scan(paths, out_dir, *, data=None, text_key: str = "text", id_key: str = "id", write_clean=None,
-         skip_bad: bool = False, workers: int = 1, tasks: int | None = None, executor: str = "local",
-         executor_options: dict | None = None, max_documents: int = 20, verbose: bool = False,
-         progress=None) -> dict | None:
+def scan(
+    paths,
+    out_dir,
+    *,
+    data=None,
+    text_key: str = "text",
+    id_key: str = "id",
+    write_clean=None,
+    skip_bad: bool = False,
+    workers: int = 1,
+    tasks: int | None = None,
+    executor: str = "local",
+    executor_options: dict | None = None,
+    max_documents: int = 20,
+    verbose: bool = False,
+    progress=None,
+) -> dict | None:
     """Scan `paths` for the items of `data` (None: the bundled set, "hub": the official file, or a path
     as --local-data takes). Returns the contamination.json dict (None on Slurm, which only submits)."""
     from ..items.datasource import open_data
@@ -203,25 +226,40 @@ def scan(paths, out_dir, *, data=None, text_key: str = "text", id_key: str = "id
     readers, n_files = _readers(corpus, work, text_key, id_key, skip_bad, skipped)
     tasks = tasks or max(1, min(n_files, 4 * workers))
     settings = {
-        "n": index.n, "p5_words": index.p5,
+        "n": index.n,
+        "p5_words": index.p5,
         "n_rule": f"GPT-3's rule: the {PERCENTILE}th-percentile item length in words (context + correct continuation, "
-                  f"normalised; nearest rank) is {index.p5}, clamped to {N_MIN}..{N_MAX}",
+        f"normalised; nearest rank) is {index.p5}, clamped to {N_MIN}..{N_MAX}",
         "min_gram_words": N_MIN,
         "normalisation": "lowercase; punctuation and symbols (Unicode P* and S*) deleted; split on whitespace",
         "dirty_rule": DIRTY_RULE,
         "llama2_rule": "Llama 2 (App. A.6) on words: clean < 20% of the item's words covered by matches, not clean "
-                       ">= 20%, not dirty < 80%, dirty >= 80%",
-        "text_key": text_key, "id_key": id_key, "executor": executor, "executor_options": options,
-        "workers": workers, "tasks": tasks, "skip_bad": skip_bad,
-        "write_clean": str(clean) if clean else None, "max_documents_per_item": max_documents,
+        ">= 20%, not dirty < 80%, dirty >= 80%",
+        "text_key": text_key,
+        "id_key": id_key,
+        "executor": executor,
+        "executor_options": options,
+        "workers": workers,
+        "tasks": tasks,
+        "skip_bad": skip_bad,
+        "write_clean": str(clean) if clean else None,
+        "max_documents_per_item": max_documents,
         "n_grams": {k: sum(g.kind == k for g in index.grams) for k in ("context", "answer", "leak", "wrong")},
     }
     data_rec = {k: source.record[k] for k in ("source", "path", "sha256", "kind", "description")}
     data_rec["n_items"] = len(items)
-    plan = {"base_bench_version": __version__, "data": data_rec, "settings": settings,
-            "corpus": {"units": [dict(u.to_json(), path=u.path, files=list(u.files)) for u in corpus.units],
-                       "ignored": list(corpus.ignored)},
-            "items": _item_rows(index, items), "canaries": [c.text for c in canaries], "skipped_at_plan": skipped}
+    plan = {
+        "base_bench_version": __version__,
+        "data": data_rec,
+        "settings": settings,
+        "corpus": {
+            "units": [dict(u.to_json(), path=u.path, files=list(u.files)) for u in corpus.units],
+            "ignored": list(corpus.ignored),
+        },
+        "items": _item_rows(index, items),
+        "canaries": [c.text for c in canaries],
+        "skipped_at_plan": skipped,
+    }
     (work / "plan.json").write_text(json.dumps(plan, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     _write_datatrove_index(index, out / "index")
 
@@ -232,8 +270,10 @@ def scan(paths, out_dir, *, data=None, text_key: str = "text", id_key: str = "id
         units = [u for u in plan["corpus"]["units"]]
         stages.append(("clean", [CleanCopy(units, str(work), str(clean))], max(1, min(len(units), tasks))))
     stages.append(("report", [ScanReport(str(out))], 1))
-    say(f"scanning {len(corpus.units)} file(s), {corpus.size / 1e6:.1f} MB, for {len(items)} items (N = {index.n}) "
-        f"with {executor} executor: {tasks} task(s), {workers} worker(s)")
+    say(
+        f"scanning {len(corpus.units)} file(s), {corpus.size / 1e6:.1f} MB, for {len(items)} items (N = {index.n}) "
+        f"with {executor} executor: {tasks} task(s), {workers} worker(s)"
+    )
     return _run(stages, executor, options, workers, out, work, verbose)
 
 
@@ -265,8 +305,13 @@ def _run(stages, kind, options, workers, out: Path, work: Path, verbose: bool):
             if kind == "slurm":
                 kw.setdefault("job_name", f"base-bench-contamination-{name}")
                 kw["depends"] = prev
-            ex = cls(pipeline=pipeline, tasks=tasks, workers=workers if name != "report" else 1,
-                     logging_dir=str(out / "logs" / name), **kw)
+            ex = cls(
+                pipeline=pipeline,
+                tasks=tasks,
+                workers=workers if name != "report" else 1,
+                logging_dir=str(out / "logs" / name),
+                **kw,
+            )
             if kind == "local":
                 ex.quiet = not verbose
             executors.append(ex)
@@ -281,7 +326,9 @@ def _run(stages, kind, options, workers, out: Path, work: Path, verbose: bool):
             finally:
                 _raise_task_errors(work)
             if name == "scan":
-                (work / "timing.json").write_text(json.dumps({"scan_wall_s": round(time.perf_counter() - t0, 3)}) + "\n")
+                (work / "timing.json").write_text(
+                    json.dumps({"scan_wall_s": round(time.perf_counter() - t0, 3)}) + "\n"
+                )
         return json.loads((out / "contamination.json").read_text(encoding="utf-8"))
     finally:
         if not verbose:

@@ -55,8 +55,9 @@ CHUNK = 1 << 20  # characters of a document normalised at once
 BATCH = 128  # documents matched in one pass (numpy's per-call cost is paid once per batch, not per document)
 _SEP = b""  # put between the documents of a batch: never a vocabulary word, so no n-gram spans two documents
 DATATROVE_HASH = HashConfig(precision=64, hash_fc="sha1")  # what index.datatrove_hashes() writes
-IDENTITY_NORM = TextNormConfig(lowercase=False, norm_whitespace=False, remove_punctuation=False,
-                               norm_unicode_diacritics=False, norm_numbers=False)
+IDENTITY_NORM = TextNormConfig(
+    lowercase=False, norm_whitespace=False, remove_punctuation=False, norm_unicode_diacritics=False, norm_numbers=False
+)
 
 
 class WordTokenizerGPT3(WordTokenizer):
@@ -117,7 +118,7 @@ class _Strict:
     """What the corpus readers share: their units, strict errors, --skip-bad, and read timing."""
 
     def _setup(self, units: dict, work_dir: str, skip_bad: bool):
-        self.units = units        # path relative to data_folder -> {"unit", "display", ...}
+        self.units = units  # path relative to data_folder -> {"unit", "display", ...}
         self.work_dir = work_dir
         self.skip_bad = skip_bad
         self._rank = 0
@@ -146,16 +147,21 @@ class _Strict:
 
     def _doc(self, unit: dict, text: str, pos, doc_id) -> Document:
         self.n_docs += 1
-        return Document(text=text, id=str(doc_id) if doc_id is not None else f"{unit['display']}:{pos}",
-                        metadata={"bb_unit": unit["unit"], "bb_pos": pos, "file_path": unit["display"]})
+        return Document(
+            text=text,
+            id=str(doc_id) if doc_id is not None else f"{unit['display']}:{pos}",
+            metadata={"bb_unit": unit["unit"], "bb_pos": pos, "file_path": unit["display"]},
+        )
 
     def _text_of(self, unit: dict, rec, where: str):
         if not isinstance(rec, dict):
             raise CorpusError(f"{unit['display']}: {where}: not a JSON object")
         if self.text_key not in rec:
             keys = ", ".join(list(map(str, rec))[:8]) or "none"
-            raise CorpusError(f"{unit['display']}: {where}: no {self.text_key!r} key (keys: {keys}); "
-                              "name the text field with --text-key")
+            raise CorpusError(
+                f"{unit['display']}: {where}: no {self.text_key!r} key (keys: {keys}); "
+                "name the text field with --text-key"
+            )
         text = rec[self.text_key]
         if text is not None and not isinstance(text, str):
             raise CorpusError(f"{unit['display']}: {where}: {self.text_key!r} is a {type(text).__name__}, not text")
@@ -206,8 +212,10 @@ class _ArrowRows:
 
     def _rows(self, unit, batches, names, first_row: int = 0):
         if self.text_key not in names:
-            raise CorpusError(f"{unit['display']}: no {self.text_key!r} column (columns: {', '.join(names[:8])}); "
-                              "name the text field with --text-key")
+            raise CorpusError(
+                f"{unit['display']}: no {self.text_key!r} column (columns: {', '.join(names[:8])}); "
+                "name the text field with --text-key"
+            )
         row = first_row
         t0 = time.perf_counter()
         for batch in batches:
@@ -217,8 +225,11 @@ class _ArrowRows:
             if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type)):
                 raise CorpusError(f"{unit['display']}: column {self.text_key!r} holds {col.type}, not text")
             texts = col.to_pylist()
-            ids = batch.column(batch.schema.get_field_index(self.id_key)).to_pylist() \
-                if self.id_key in batch.schema.names else [None] * len(texts)
+            ids = (
+                batch.column(batch.schema.get_field_index(self.id_key)).to_pylist()
+                if self.id_key in batch.schema.names
+                else [None] * len(texts)
+            )
             for text, doc_id in zip(texts, ids):
                 if text:
                     doc = self._doc(unit, text, row, doc_id)
@@ -316,8 +327,9 @@ class ItemNGramFilter(BaseFilter):
     name = "🍌 base-bench items"
     type = "🦠 - DECONT"
 
-    def __init__(self, index: ItemIndex, canaries, work_dir: str | None = None, exclusion_writer=None,
-                 batch_size: int = BATCH):
+    def __init__(
+        self, index: ItemIndex, canaries, work_dir: str | None = None, exclusion_writer=None, batch_size: int = BATCH
+    ):
         super().__init__(exclusion_writer, batch_size=batch_size)
         self.index = index
         self.canaries = list(canaries)
@@ -338,9 +350,18 @@ class ItemNGramFilter(BaseFilter):
             if self._hits:
                 (self._hits.done if ok else self._hits.abandon)()
             if self.work_dir and ok:
-                write_json(self.work_dir, "scan", rank, {
-                    **self.counts, **self.t, "task_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-                    "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss})
+                write_json(
+                    self.work_dir,
+                    "scan",
+                    rank,
+                    {
+                        **self.counts,
+                        **self.t,
+                        "task_s": time.perf_counter() - t0,
+                        "cpu_s": time.process_time() - c0,
+                        "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                    },
+                )
 
     def scan(self, text: str) -> tuple[set, list]:
         """({(gram number, word position)}, [canary GUIDs]) for one document's text."""
@@ -444,8 +465,9 @@ class ItemNGramFilter(BaseFilter):
         per_item: dict[int, dict] = {}
         for gi, at in sorted(found, key=lambda t: (t[1], t[0])):
             g = self.index.grams[gi]
-            e = per_item.setdefault(g.item, {"item": g.item, "kinds": set(), "cover": [], "wrong": set(),
-                                             "_at": (at, g.length)})
+            e = per_item.setdefault(
+                g.item, {"item": g.item, "kinds": set(), "cover": [], "wrong": set(), "_at": (at, g.length)}
+            )
             e["kinds"].add(g.kind)
             if g.kind in COVERING:
                 e["cover"].append((g.start, g.start + g.length))
@@ -455,11 +477,26 @@ class ItemNGramFilter(BaseFilter):
         cuts = excerpts(doc.text, [e["_at"] for e in items])
         out_items = []
         for e, ex in zip(items, cuts):
-            out_items.append({"item": e["item"], "kinds": sorted(e["kinds"]), "cover": _merge(e["cover"]),
-                              "wrong": sorted(e["wrong"]), "word": e["_at"][0], "excerpt": ex})
+            out_items.append(
+                {
+                    "item": e["item"],
+                    "kinds": sorted(e["kinds"]),
+                    "cover": _merge(e["cover"]),
+                    "wrong": sorted(e["wrong"]),
+                    "word": e["_at"][0],
+                    "excerpt": ex,
+                }
+            )
         md = doc.metadata
-        rec = {"unit": md.get("bb_unit"), "file": md.get("file_path"), "pos": md.get("bb_pos"), "id": doc.id,
-               "chars": len(doc.text), "items": out_items, "canary": guids}
+        rec = {
+            "unit": md.get("bb_unit"),
+            "file": md.get("file_path"),
+            "pos": md.get("bb_pos"),
+            "id": doc.id,
+            "chars": len(doc.text),
+            "items": out_items,
+            "canary": guids,
+        }
         if guids:
             from .excerpt import excerpt_at_char
 

@@ -15,7 +15,8 @@ any better. So `auto` on a CPU is CPU_AUTO.
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -83,12 +84,15 @@ def largest_fitting(fits: Callable[[int], bool], upper: int) -> int:
     return good
 
 
-def auto_batch_size(score: Callable[[list], object], longest_first: list, device,
-                    agree: Callable[[bool], bool] = bool) -> int:
+def auto_batch_size(
+    score: Callable[[list], object], longest_first: list, device, agree: Callable[[bool], bool] = bool
+) -> int:
     """`--batch-size auto`: CPU_AUTO on a CPU; on a GPU the largest batch of the longest items for
     which `score(batch)` does not run out of memory (0 when not even one item fits). Under several
     ranks `agree` makes each probe's verdict common, so every rank tries the same sizes."""
     if device.type not in ("cuda", "mps"):
         return CPU_AUTO
-    return largest_fitting(lambda n: agree(attempt(lambda: score(longest_first[:n]), device) is not None),
-                           min(len(longest_first), GPU_UPPER))
+    return largest_fitting(
+        lambda n: agree(attempt(lambda: score(longest_first[:n]), device) is not None),
+        min(len(longest_first), GPU_UPPER),
+    )

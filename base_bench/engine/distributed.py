@@ -24,11 +24,11 @@ forward is a collective that all ranks must join.
 from __future__ import annotations
 
 import os
-import socket
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 from ..errors import BaseBenchError, DistributedError
 
@@ -39,7 +39,7 @@ class Ranks:
     world: int = 1
 
     @classmethod
-    def current(cls) -> "Ranks":
+    def current(cls) -> Ranks:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
@@ -114,8 +114,10 @@ class Ranks:
             seen = [g.get(key) for g in gathered]
             if any(v != seen[0] for v in seen):
                 shown = ", ".join(f"rank {r} has {_short(v)}" for r, v in enumerate(seen))
-                exc = DistributedError(f"the ranks disagree on the {key} ({shown}); every rank must score the same "
-                                       "data with the same model and settings")
+                exc = DistributedError(
+                    f"the ranks disagree on the {key} ({shown}); every rank must score the same "
+                    "data with the same model and settings"
+                )
                 exc.shared = not self.is_main
                 raise exc
 
@@ -141,7 +143,7 @@ def batch_cost(batch: Sequence) -> int:
 
 def make_batches(ordered: Sequence, batch_size: int) -> list[list]:
     """Consecutive batches of a length-sorted list, as one process cuts them."""
-    return [list(ordered[i:i + batch_size]) for i in range(0, len(ordered), batch_size)]
+    return [list(ordered[i : i + batch_size]) for i in range(0, len(ordered), batch_size)]
 
 
 def share(batches: Sequence[list], world: int) -> list[list[list]]:
@@ -185,8 +187,10 @@ def init_from_env(device_type: str, timeout_s: float) -> tuple[Ranks, bool]:
         return Ranks(), False
     missing = [v for v in ("RANK", "MASTER_ADDR", "MASTER_PORT") if not os.environ.get(v)]
     if missing:
-        err = DistributedError(f"WORLD_SIZE is {world} but {', '.join(missing)} is not set: start the ranks with "
-                               "torchrun (which sets them), or unset WORLD_SIZE for one process")
+        err = DistributedError(
+            f"WORLD_SIZE is {world} but {', '.join(missing)} is not set: start the ranks with "
+            "torchrun (which sets them), or unset WORLD_SIZE for one process"
+        )
         err.local = True
         raise err
     backend = "nccl" if device_type == "cuda" else "gloo"
@@ -195,11 +199,13 @@ def init_from_env(device_type: str, timeout_s: float) -> tuple[Ranks, bool]:
     where = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
     try:
         dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
-    except (RuntimeError, ValueError, OSError, socket.error) as exc:
+    except (RuntimeError, ValueError, OSError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        err = DistributedError(f"rank {os.environ['RANK']} of {world} could not join the rendezvous at {where} "
-                               f"within {timeout_s:g} s ({first[:200]}); are all ranks started, and is the address "
-                               "reachable?")
+        err = DistributedError(
+            f"rank {os.environ['RANK']} of {world} could not join the rendezvous at {where} "
+            f"within {timeout_s:g} s ({first[:200]}); are all ranks started, and is the address "
+            "reachable?"
+        )
         err.local = True  # no rank can speak for the others here: each prints its own line
         raise err from None
     return Ranks.current(), True

@@ -97,8 +97,10 @@ class RunStore:
         if not self.holds_run():
             return
         if not resume:
-            raise RunError(f"{self.dir} already holds a run; continue it with --resume (resume=True in Python), "
-                           "or pick another out-dir")
+            raise RunError(
+                f"{self.dir} already holds a run; continue it with --resume (resume=True in Python), "
+                "or pick another out-dir"
+            )
         self.check_signature(signature)
         self.load_partial(repair=False)  # a damaged line is refused now, not after the model has loaded
 
@@ -216,11 +218,19 @@ class RunStore:
     def _write_failed(self, e: OSError, doing: str) -> StorageError:
         name = errno.errorcode.get(e.errno or 0)
         what = f"{os.strerror(e.errno).lower()} ({name})" if name else str(e)
-        fix = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (disk quota)",
-               errno.EIO: "check the disk"}.get(e.errno, "fix that")
+        fix = {
+            errno.ENOSPC: "free some space",
+            errno.EDQUOT: "free some space (disk quota)",
+            errno.EIO: "check the disk",
+        }.get(e.errno, "fix that")
         n = self.saved
-        saved = ("" if n is None else "no item is saved yet; " if n == 0
-                 else f"{n} finished item{' is' if n == 1 else 's are'} saved in {self.path(PARTIAL)}; ")
+        saved = (
+            ""
+            if n is None
+            else "no item is saved yet; "
+            if n == 0
+            else f"{n} finished item{' is' if n == 1 else 's are'} saved in {self.path(PARTIAL)}; "
+        )
         return StorageError(f"{what} while {doing}; {saved}{fix}, then continue with --resume")
 
     # ------------------------------------------------------------------ the out-dir lock
@@ -287,8 +297,10 @@ class RunStore:
                 raise self._write_failed(e, f"locking {path}") from None
             if got is None:
                 os.close(fd)
-                log.warning(f"warning: {self.dir} cannot be locked (its file system does not support flock); "
-                            "nothing stops another process from writing it at the same time")
+                log.warning(
+                    f"warning: {self.dir} cannot be locked (its file system does not support flock); "
+                    "nothing stops another process from writing it at the same time"
+                )
                 return None
             if got and _same_file(fd, path):
                 break
@@ -300,8 +312,13 @@ class RunStore:
             os.close(fd)  # taken for now, or a file that its last holder removed: try again
             if not got:
                 time.sleep(0.02)
-        holder = json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                             "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())})
+        holder = json.dumps(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "since": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            }
+        )
         try:
             os.ftruncate(fd, 0)
             os.pwrite(fd, (holder + "\n").encode("utf-8"), 0)

@@ -41,14 +41,14 @@ LM head and log_softmax run only at the positions that predict a continuation to
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
-from .batching import is_oom
 from ..errors import ScoringError
 from ..items.records import ChoiceScore, Item
+from .batching import is_oom
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def encode_item(tokenizer, item: Item, add_bos: bool = False, window: int | None
         if room < (0 if bos else 1):
             raise ScoringError(f"item {item.id}: a continuation alone does not fit the model's {window}-token window")
         if len(ctx) > room:
-            ctx = ctx[len(ctx) - room:] if room > 0 else []
+            ctx = ctx[len(ctx) - room :] if room > 0 else []
             truncated = True
     full_ctx = tuple(bos + ctx)
     if not full_ctx:
@@ -247,14 +247,19 @@ class PlainScorer(_BatchScorer):
         tg = _Targets(len(rows), T)
         for r, (e, cont) in enumerate(rows):
             seq = list(e.context) + list(cont[:-1])  # the last token is predicted, never fed
-            ids[r, :len(seq)] = torch.tensor(seq)
-            mask[r, :len(seq)] = 1
+            ids[r, : len(seq)] = torch.tensor(seq)
+            mask[r, : len(seq)] = 1
             L = len(e.context)
             for j, tok in enumerate(cont):
                 tg.add(r, L - 1 + j, tok, r)  # token j is predicted at position L - 1 + j
         pos = torch.arange(T).expand(len(rows), T)
-        logits = self._logits_at(tg.keep, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                 position_ids=pos.to(self.device), use_cache=False)
+        logits = self._logits_at(
+            tg.keep,
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=pos.to(self.device),
+            use_cache=False,
+        )
         return _split(batch, tg.sums(logits, len(rows)))
 
 
@@ -281,10 +286,10 @@ class PackedScorer(_BatchScorer):
             off = L
             for cont in e.continuations:
                 n = len(cont) - 1  # the last token is predicted, never fed
-                ids[b, off:off + n] = torch.tensor(cont[:-1], dtype=torch.long)
-                pos[b, off:off + n] = torch.arange(L, L + n)
-                allowed[b, off:off + n, :L] = True
-                allowed[b, off:off + n, off:off + n] = torch.ones(n, n, dtype=torch.bool).tril()
+                ids[b, off : off + n] = torch.tensor(cont[:-1], dtype=torch.long)
+                pos[b, off : off + n] = torch.arange(L, L + n)
+                allowed[b, off : off + n, :L] = True
+                allowed[b, off : off + n, off : off + n] = torch.ones(n, n, dtype=torch.bool).tril()
                 for j, tok in enumerate(cont):
                     tg.add(b, L - 1 if j == 0 else off + j - 1, tok, n_seg)
                 n_seg += 1
@@ -296,8 +301,13 @@ class PackedScorer(_BatchScorer):
         allowed |= eye & ~used[:, :, None]
         mask = torch.zeros((B, 1, T, T), dtype=self.dtype)
         mask.masked_fill_(~allowed[:, None], torch.finfo(self.dtype).min)
-        logits = self._logits_at(tg.keep, input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                 position_ids=pos.to(self.device), use_cache=False)
+        logits = self._logits_at(
+            tg.keep,
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=pos.to(self.device),
+            use_cache=False,
+        )
         return _split(batch, tg.sums(logits, n_seg))
 
 
@@ -321,13 +331,14 @@ class CachedScorer(_BatchScorer):
         pos = torch.zeros((B, P), dtype=torch.long)
         for b, e in enumerate(batch):
             L = len(e.context)
-            ids[b, P - L:] = torch.tensor(e.context)
-            mask[b, P - L:] = 1
-            pos[b, P - L:] = torch.arange(L)
+            ids[b, P - L :] = torch.tensor(e.context)
+            mask[b, P - L :] = 1
+            pos[b, P - L :] = torch.arange(L)
         dev = self.device
         keep_last = {} if self.keep_mode == "full" else {"logits_to_keep": 1}
-        first = self.model(input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev),
-                           use_cache=True, **keep_last)
+        first = self.model(
+            input_ids=ids.to(dev), attention_mask=mask.to(dev), position_ids=pos.to(dev), use_cache=True, **keep_last
+        )
         logp0 = first.logits[:, -1].float().log_softmax(-1)  # predicts every continuation's first token
         conts = [c for e in batch for c in e.continuations]
         sums = [logp0[i // K, c[0]].item() for i, c in enumerate(conts)]
@@ -341,8 +352,8 @@ class CachedScorer(_BatchScorer):
             tg = _Targets(B * K, C)
             for r, c in enumerate(conts):
                 L = len(batch[r // K].context)
-                ids2[r, :len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
-                mask2[r, :len(c) - 1] = 1
+                ids2[r, : len(c) - 1] = torch.tensor(c[:-1], dtype=torch.long)
+                mask2[r, : len(c) - 1] = 1
                 pos2[r] = torch.arange(L, L + C)
                 for j in range(1, len(c)):
                     tg.add(r, j - 1, c[j], r)
@@ -355,9 +366,15 @@ class CachedScorer(_BatchScorer):
                     if extra > 0:
                         cache.crop(-extra)
 
-                logits = self._logits_at(tg.keep, reset=back_to_contexts, input_ids=ids2.to(dev),
-                                         attention_mask=full_mask.to(dev), position_ids=pos2.to(dev), use_cache=True,
-                                         **cache_kw)
+                logits = self._logits_at(
+                    tg.keep,
+                    reset=back_to_contexts,
+                    input_ids=ids2.to(dev),
+                    attention_mask=full_mask.to(dev),
+                    position_ids=pos2.to(dev),
+                    use_cache=True,
+                    **cache_kw,
+                )
                 sums = [a + b for a, b in zip(sums, tg.sums(logits, B * K))]
         return _split(batch, sums)
 
@@ -372,7 +389,7 @@ def score_in_batches(scorer, encs: Sequence[Encoded], batch_size: int) -> list[l
     order = length_order(encs)
     got = {}
     for s in range(0, len(order), batch_size):
-        idx = order[s:s + batch_size]
+        idx = order[s : s + batch_size]
         got.update(zip(idx, scorer([encs[i] for i in idx])))
     return [got[i] for i in range(len(encs))]
 

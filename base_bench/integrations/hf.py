@@ -40,8 +40,12 @@ def metrics(report: dict) -> dict[str, float]:
     """The numbers the callback logs, named `base_bench/...`, from a report."""
     res = report["results"]
     o = res["overall"]
-    out = {"base_bench/overall_elo": o["elo"], "base_bench/overall_elo_se": o["elo_se"],
-           "base_bench/overall_elo_ci95_lo": o["elo_ci95"][0], "base_bench/overall_elo_ci95_hi": o["elo_ci95"][1]}
+    out = {
+        "base_bench/overall_elo": o["elo"],
+        "base_bench/overall_elo_se": o["elo_se"],
+        "base_bench/overall_elo_ci95_lo": o["elo_ci95"][0],
+        "base_bench/overall_elo_ci95_hi": o["elo_ci95"][1],
+    }
     out.update({f"base_bench/{cat}_elo": c["elo"] for cat, c in res["categories"].items()})
     out["base_bench/raw_accuracy"] = o["raw_accuracy"]
     out["base_bench/weighted_accuracy"] = o["weighted_accuracy"]
@@ -60,9 +64,20 @@ class BaseBenchCallback(TrainerCallback):
     limit, batch_size, add_bos, progress   passed to `evaluate`
     """
 
-    def __init__(self, trainer, tokenizer=None, data=None, *, out_dir: str | Path | None = None,
-                 every_n_steps: int | None = None, on_evaluate: bool = True, limit: int | None = None,
-                 batch_size: int | str = 8, add_bos: bool = False, progress: bool = False):
+    def __init__(
+        self,
+        trainer,
+        tokenizer=None,
+        data=None,
+        *,
+        out_dir: str | Path | None = None,
+        every_n_steps: int | None = None,
+        on_evaluate: bool = True,
+        limit: int | None = None,
+        batch_size: int | str = 8,
+        add_bos: bool = False,
+        progress: bool = False,
+    ):
         if every_n_steps is not None and (not isinstance(every_n_steps, int) or every_n_steps < 1):
             raise ValueError(f"every_n_steps must be a whole number of 1 or more, or None; got {every_n_steps!r}")
         self.trainer = trainer

@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import card
 from ..errors import DataError
+from . import card
 from .records import Item
 
 # SHA-256 of the bundled set, base-bench's own 350 items: base_bench/data/test.jsonl inside the
@@ -77,9 +77,13 @@ def validate_record(obj) -> list[str]:
     if diff not in card.DIFFICULTY_WEIGHTS:
         errs.append(f"field 'difficulty' is {diff!r}, expected easy, medium or hard")
     if cat in card.CATEGORIES and obj["category_weight"] != card.category_weight(cat):
-        errs.append(f"field 'category_weight' is {obj['category_weight']}, the card says {card.category_weight(cat)} for {cat}")
+        errs.append(
+            f"field 'category_weight' is {obj['category_weight']}, the card says {card.category_weight(cat)} for {cat}"
+        )
     if diff in card.DIFFICULTY_WEIGHTS and obj["difficulty_weight"] != card.DIFFICULTY_WEIGHTS[diff]:
-        errs.append(f"field 'difficulty_weight' is {obj['difficulty_weight']}, the card says {card.DIFFICULTY_WEIGHTS[diff]} for {diff}")
+        errs.append(
+            f"field 'difficulty_weight' is {obj['difficulty_weight']}, the card says {card.DIFFICULTY_WEIGHTS[diff]} for {diff}"
+        )
     if cat in card.CATEGORIES and diff in card.DIFFICULTY_WEIGHTS and obj["item_elo"] != card.item_elo(cat, diff):
         errs.append(f"field 'item_elo' is {obj['item_elo']}, the card says {card.item_elo(cat, diff)} for {cat}/{diff}")
     if not obj["id"]:
@@ -127,7 +131,9 @@ class Dataset:
         labels = Counter(i.label for i in self.items)
         got = tuple(labels[k] for k in range(card.N_CHOICES))
         if got != card.LABEL_COUNTS:
-            probs.append(f"label positions are {'/'.join(map(str, got))}, the card says {'/'.join(map(str, card.LABEL_COUNTS))}")
+            probs.append(
+                f"label positions are {'/'.join(map(str, got))}, the card says {'/'.join(map(str, card.LABEL_COUNTS))}"
+            )
         return probs
 
     def source_kind(self) -> str:

@@ -25,7 +25,7 @@ HUB = "hub"
 @dataclass(frozen=True)
 class DataSource:
     dataset: Dataset
-    record: dict            # report.json's "data" block
+    record: dict  # report.json's "data" block
     reasons: tuple[str, ...]  # why a run on this data is not official (empty for the official file)
     token: str | None = field(default=None, repr=False)  # the Hub token that fetched it; never shown
 
@@ -74,8 +74,19 @@ def open_data(spec: str | Path | None = None, *, fetch=None) -> DataSource:
     elif kind == "modified":
         reasons.append(f"data SHA-256 {ds.sha256[:12]}… is not the card's official {card.OFFICIAL_SHA256[:12]}…")
     reasons += problems
-    description = {"official": f"official {card.HUB_DATASET}", "bundled": BUNDLED_NAME,
-                   "modified": "modified or unknown data (matches neither the official nor the bundled checksum)"}[kind]
-    record = {"source": source, "path": str(path), "sha256": ds.sha256, "kind": kind, "description": description,
-              "official_sha256": card.OFFICIAL_SHA256, "n_items_in_file": len(ds.items), "composition_problems": problems}
+    description = {
+        "official": f"official {card.HUB_DATASET}",
+        "bundled": BUNDLED_NAME,
+        "modified": "modified or unknown data (matches neither the official nor the bundled checksum)",
+    }[kind]
+    record = {
+        "source": source,
+        "path": str(path),
+        "sha256": ds.sha256,
+        "kind": kind,
+        "description": description,
+        "official_sha256": card.OFFICIAL_SHA256,
+        "n_items_in_file": len(ds.items),
+        "composition_problems": problems,
+    }
     return DataSource(ds, record, tuple(reasons), token)

@@ -14,15 +14,14 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import huggingface_hub
 from huggingface_hub import errors as hf_errors
 
-from . import card
 from ..errors import HubError
-
+from . import card
 
 LOCAL_HINT = (
     "To run without the Hub, pass --local-data DIR where DIR/data/test.jsonl is a copy of the data "
@@ -79,7 +78,9 @@ def _cut_short(exc: BaseException) -> bool:
 
 
 def _unreachable(exc: BaseException) -> bool:
-    if isinstance(exc, (hf_errors.OfflineModeIsEnabled, hf_errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
+    if isinstance(
+        exc, (hf_errors.OfflineModeIsEnabled, hf_errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)
+    ):
         return True
     return bool(_names(exc) & {"ConnectError", "ConnectTimeout", "ReadTimeout", "NetworkError", "ProxyError"})
 
@@ -107,8 +108,10 @@ def _why_refused(source: str, exc: BaseException) -> str:
 
 
 def _cut_message(what: str, exc: BaseException) -> str:
-    return (f"the download of {what} was cut off before the end of the file, also on huggingface_hub's retries "
-            f"({type(exc).__name__}); nothing incomplete was kept in the cache, so running again starts afresh")
+    return (
+        f"the download of {what} was cut off before the end of the file, also on huggingface_hub's retries "
+        f"({type(exc).__name__}); nothing incomplete was kept in the cache, so running again starts afresh"
+    )
 
 
 def fetch_official_data(
@@ -121,13 +124,18 @@ def fetch_official_data(
     for source, token in token_candidates(prompt, isatty):
         try:
             path = huggingface_hub.hf_hub_download(
-                repo_id=card.HUB_DATASET, filename=card.HUB_DATA_FILE, repo_type="dataset",
-                revision=revision, token=token if token is not None else False,
+                repo_id=card.HUB_DATASET,
+                filename=card.HUB_DATA_FILE,
+                repo_type="dataset",
+                revision=revision,
+                token=token if token is not None else False,
             )
             return path, token
         except Exception as exc:  # noqa: BLE001 - sorted into clear messages below
             if _cut_short(exc):
-                raise HubError(f"{_cut_message(f'{card.HUB_DATA_FILE} from {card.HUB_DATASET}', exc)}. {LOCAL_HINT}") from None
+                raise HubError(
+                    f"{_cut_message(f'{card.HUB_DATA_FILE} from {card.HUB_DATASET}', exc)}. {LOCAL_HINT}"
+                ) from None
             if _unreachable(exc):
                 raise HubError(f"cannot reach the Hugging Face Hub to fetch {card.HUB_DATASET}. {LOCAL_HINT}") from None
             if _refused(exc):
@@ -144,8 +152,13 @@ def fetch_official_data(
 WEIGHT_IGNORE = ["*.msgpack", "*.h5", "*.ot", "*.onnx", "*.gguf", "*.pth", "original/*", "*.tflite", "*.mlmodel"]
 
 
-def download_model(repo_id: str, revision: str | None = None, token: str | None = None,
-                   what: str = "model", only: list[str] | None = None) -> tuple[str, str]:
+def download_model(
+    repo_id: str,
+    revision: str | None = None,
+    token: str | None = None,
+    what: str = "model",
+    only: list[str] | None = None,
+) -> tuple[str, str]:
     """Fetch a model repo snapshot (safetensors preferred); return (local dir, commit sha).
     `what` names the repo in errors: "model", or "adapter" for a PEFT adapter (--peft); `only`,
     if given, is the file patterns to fetch (an adapter's two files, not a training run's leftovers)."""
@@ -155,19 +168,26 @@ def download_model(repo_id: str, revision: str | None = None, token: str | None 
         ignore = list(WEIGHT_IGNORE)
         if any(f.endswith(".safetensors") for f in files):
             ignore.append("*.bin")
-        local = huggingface_hub.snapshot_download(repo_id, revision=revision, token=token, ignore_patterns=ignore,
-                                                  allow_patterns=only)
+        local = huggingface_hub.snapshot_download(
+            repo_id, revision=revision, token=token, ignore_patterns=ignore, allow_patterns=only
+        )
     except Exception as exc:  # noqa: BLE001
         if _cut_short(exc):
             raise HubError(_cut_message(f"{what} {repo_id}", exc)) from None
         if _unreachable(exc):
-            raise HubError(f"cannot reach the Hugging Face Hub to download {what} {repo_id}; pass {instead} instead") from None
+            raise HubError(
+                f"cannot reach the Hugging Face Hub to download {what} {repo_id}; pass {instead} instead"
+            ) from None
         if isinstance(exc, hf_errors.RevisionNotFoundError):
             raise HubError(f"{what} {repo_id} has no revision {revision!r}") from None
         if isinstance(exc, hf_errors.GatedRepoError):
-            raise HubError(f"access to the gated {what} {repo_id} was refused ({_status(exc)}); accept its terms at "
-                           f"https://huggingface.co/{repo_id}, then set HF_TOKEN or run `hf auth login`") from None
+            raise HubError(
+                f"access to the gated {what} {repo_id} was refused ({_status(exc)}); accept its terms at "
+                f"https://huggingface.co/{repo_id}, then set HF_TOKEN or run `hf auth login`"
+            ) from None
         if _refused(exc):
-            raise HubError(f"{what} {repo_id} was not found on the Hub, or access to it was refused (is it gated? set HF_TOKEN)") from None
+            raise HubError(
+                f"{what} {repo_id} was not found on the Hub, or access to it was refused (is it gated? set HF_TOKEN)"
+            ) from None
         raise HubError(f"downloading {what} {repo_id} failed ({type(exc).__name__})") from None
     return local, Path(local).name

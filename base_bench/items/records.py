@@ -55,9 +55,7 @@ class ItemResult:
     def to_json(self) -> dict:
         return {
             "id": self.id,
-            "choices": [
-                {"logprob": c.logprob, "n_tokens": c.n_tokens, "mean_logprob": c.mean} for c in self.choices
-            ],
+            "choices": [{"logprob": c.logprob, "n_tokens": c.n_tokens, "mean_logprob": c.mean} for c in self.choices],
             "prediction": self.prediction,
             "label": self.label,
             "correct": self.correct,
@@ -65,7 +63,7 @@ class ItemResult:
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> "ItemResult":
+    def from_json(cls, d: dict) -> ItemResult:
         choices = tuple(ChoiceScore(float(c["logprob"]), int(c["n_tokens"])) for c in d["choices"])
         return cls(d["id"], choices, int(d["prediction"]), int(d["label"]), bool(d.get("truncated", False)))
 

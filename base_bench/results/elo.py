@@ -28,7 +28,7 @@ model-based spread of the fit; the bootstrap in stats.py gives the resampling vi
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

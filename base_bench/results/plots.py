@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from matplotlib.figure import Figure
 
@@ -51,8 +51,13 @@ def _greedy_bins(levels: list[tuple[float, int]], target: int) -> list[list[tupl
     return bins
 
 
-def calibration_bins(item_elo: Sequence[float], correct: Sequence[bool], rating: float | None = None,
-                     max_bins: int = 7, min_items: int = 25) -> list[dict]:
+def calibration_bins(
+    item_elo: Sequence[float],
+    correct: Sequence[bool],
+    rating: float | None = None,
+    max_bins: int = 7,
+    min_items: int = 25,
+) -> list[dict]:
     """Bin items by item Elo into at most `max_bins` runs of adjacent levels, each with at least
     `min_items` items where the data allow (as many bins as that permits).
 
@@ -78,8 +83,15 @@ def calibration_bins(item_elo: Sequence[float], correct: Sequence[bool], rating:
         lo, hi = group[0][0], group[-1][0]
         members = [(e, c) for e, c in pairs if lo <= e <= hi]
         k = sum(1 for _, c in members if c)
-        b = {"lo": lo, "hi": hi, "x": sum(e for e, _ in members) / len(members), "n": len(members), "k": k,
-             "accuracy": k / len(members), "wilson95": list(wilson_interval(k, len(members)))}
+        b = {
+            "lo": lo,
+            "hi": hi,
+            "x": sum(e for e, _ in members) / len(members),
+            "n": len(members),
+            "k": k,
+            "accuracy": k / len(members),
+            "wilson95": list(wilson_interval(k, len(members))),
+        }
         if rating is not None:
             b["expected"] = sum(expected(rating, e) for e, _ in members) / len(members)
         out.append(b)
@@ -109,7 +121,9 @@ def _short(label: str, limit: int = 48) -> str:
 def _labels(reports: Sequence[dict], labels: Sequence[str] | None) -> list[str]:
     if labels is not None:
         return list(labels)
-    return [str(((r.get("config") or {}).get("model") or {}).get("spec", f"run {i + 1}")) for i, r in enumerate(reports)]
+    return [
+        str(((r.get("config") or {}).get("model") or {}).get("spec", f"run {i + 1}")) for i, r in enumerate(reports)
+    ]
 
 
 def _png(fig: Figure, path: str | Path | None) -> bytes:
@@ -142,8 +156,9 @@ def category_size(n_runs: int, n_categories: int) -> tuple[int, int]:
     return 9 * DPI, int(round(height_in * DPI))
 
 
-def category_elo_png(reports: Sequence[dict], labels: Sequence[str] | None = None,
-                     path: str | Path | None = None) -> bytes:
+def category_elo_png(
+    reports: Sequence[dict], labels: Sequence[str] | None = None, path: str | Path | None = None
+) -> bytes:
     """Overall and per-category Elo for each run as dots with 95% error bars (horizontal layout)."""
     labels = _labels(reports, labels)
     cats = category_rows(reports)
@@ -168,8 +183,18 @@ def category_elo_png(reports: Sequence[dict], labels: Sequence[str] | None = Non
             err[0].append(e[0] if e else 0.0)
             err[1].append(e[1] if e else 0.0)
         name = _short(label) + ("" if any_bars else "  (no interval in report)")
-        ax.errorbar(xs, ys, xerr=err if any_bars else None, fmt="o", color=_colour(j), ecolor=_colour(j),
-                    elinewidth=1.4, capsize=3, markersize=6, label=name)
+        ax.errorbar(
+            xs,
+            ys,
+            xerr=err if any_bars else None,
+            fmt="o",
+            color=_colour(j),
+            ecolor=_colour(j),
+            elinewidth=1.4,
+            capsize=3,
+            markersize=6,
+            label=name,
+        )
     ax.set_yticks(range(len(rows)), rows)
     ax.get_yticklabels()[0].set_fontweight("bold")
     ax.set_ylim(len(rows) - 0.5, -0.5)  # Overall at the top
@@ -193,8 +218,9 @@ def calibration_size(n_runs: int) -> tuple[int, int]:
     return int(round(max(7.5, 4.4 * cols) * DPI)), int(round((3.7 * rows + 0.7) * DPI))
 
 
-def calibration_png(reports: Sequence[dict], labels: Sequence[str] | None = None,
-                    path: str | Path | None = None) -> bytes:
+def calibration_png(
+    reports: Sequence[dict], labels: Sequence[str] | None = None, path: str | Path | None = None
+) -> bytes:
     """Per run: observed accuracy per item-Elo bin (Wilson 95% bars) against expected(R, e) at the
     run's Overall Elo R, with the 25% chance line."""
     labels = _labels(reports, labels)
@@ -217,16 +243,36 @@ def calibration_png(reports: Sequence[dict], labels: Sequence[str] | None = None
         chance = ax.axhline(CHANCE, color="0.55", linestyle=":", linewidth=1, label="chance (4 choices)")
         curve = None
         if rating is not None:
-            (curve,) = ax.plot(grid, [expected(rating, x) for x in grid], color="0.25", linewidth=1.6,
-                               label="expected at the run's Overall Elo")
+            (curve,) = ax.plot(
+                grid,
+                [expected(rating, x) for x in grid],
+                color="0.25",
+                linewidth=1.6,
+                label="expected at the run's Overall Elo",
+            )
         xs = [b["x"] for b in bins]
         ys = [b["accuracy"] for b in bins]
         err = [[b["accuracy"] - b["wilson95"][0] for b in bins], [b["wilson95"][1] - b["accuracy"] for b in bins]]
-        obs = ax.errorbar(xs, ys, yerr=err, fmt="o", color=colour, capsize=3, markersize=6,
-                          label="observed accuracy per item-Elo bin (Wilson 95%)")
+        obs = ax.errorbar(
+            xs,
+            ys,
+            yerr=err,
+            fmt="o",
+            color=colour,
+            capsize=3,
+            markersize=6,
+            label="observed accuracy per item-Elo bin (Wilson 95%)",
+        )
         for b in bins:
-            ax.annotate(f"n={b['n']}", (b["x"], b["wilson95"][0]), textcoords="offset points", xytext=(0, -11),
-                        ha="center", fontsize=7, color="0.35")
+            ax.annotate(
+                f"n={b['n']}",
+                (b["x"], b["wilson95"][0]),
+                textcoords="offset points",
+                xytext=(0, -11),
+                ha="center",
+                fontsize=7,
+                color="0.35",
+            )
         r_text = f"R = {rating:.0f}" if rating is not None else "no Overall Elo"
         ax.set_title(f"{_short(label, 56)}\n{r_text}", fontsize=10)
         ax.set_ylim(-0.08, 1.02)
@@ -264,12 +310,19 @@ def _line_with_band(ax, steps, blocks, colour, label, width, alpha):
     ax.plot(xs, ys, "-o", color=colour, linewidth=width, markersize=3 + width, label=label)
     bands = [(s, elo_band(b)) for s, b in pts if elo_band(b) is not None]
     if bands:
-        ax.fill_between([s for s, _ in bands], [lo for _, (lo, _) in bands], [hi for _, (_, hi) in bands],
-                        color=colour, alpha=alpha, linewidth=0)
+        ax.fill_between(
+            [s for s, _ in bands],
+            [lo for _, (lo, _) in bands],
+            [hi for _, (_, hi) in bands],
+            color=colour,
+            alpha=alpha,
+            linewidth=0,
+        )
 
 
-def trajectory_png(steps: Sequence[int], reports: Sequence[dict], title: str = "",
-                   path: str | Path | None = None) -> bytes:
+def trajectory_png(
+    steps: Sequence[int], reports: Sequence[dict], title: str = "", path: str | Path | None = None
+) -> bytes:
     """Elo against training step: the Overall Elo with its 95% band across the top, then one small
     panel per category (its Elo and band, with the Overall line faint for reference), sharing the
     y axis so that categories compare at a glance."""
@@ -292,8 +345,9 @@ def trajectory_png(steps: Sequence[int], reports: Sequence[dict], title: str = "
         first = first or ax
         ys = [b.get("elo") for b in overall]
         ax.plot(steps, ys, color="0.6", linewidth=1, linestyle="--")
-        _line_with_band(ax, steps, [(res.get("categories") or {}).get(cat, {}) for res in results], _colour(j),
-                        cat, 1.6, 0.15)
+        _line_with_band(
+            ax, steps, [(res.get("categories") or {}).get(cat, {}) for res in results], _colour(j), cat, 1.6, 0.15
+        )
         ax.set_title(cat.replace("_", " "), fontsize=9, loc="left")
         if j % ncols == 0:
             ax.set_ylabel("category Elo")

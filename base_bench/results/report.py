@@ -16,18 +16,28 @@ each item records `expected_p`, its chance of success under the fitted Overall E
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..items import card
-from . import elo, stats
 from ..items.records import Item, ItemResult
+from . import elo, stats
 
 BENCHMARK = f"BananaMind Base Bench {card.VERSION}"
 
 
-def build_report(*, config: dict, data: dict, official: bool, reasons: list[str], items: Sequence[Item],
-                 results: dict[str, ItemResult], timing: dict | None = None, n_items_in_data: int | None = None,
-                 bootstrap_resamples: int = stats.DEFAULT_RESAMPLES, bootstrap_seed: int = stats.DEFAULT_SEED) -> dict:
+def build_report(
+    *,
+    config: dict,
+    data: dict,
+    official: bool,
+    reasons: list[str],
+    items: Sequence[Item],
+    results: dict[str, ItemResult],
+    timing: dict | None = None,
+    n_items_in_data: int | None = None,
+    bootstrap_resamples: int = stats.DEFAULT_RESAMPLES,
+    bootstrap_seed: int = stats.DEFAULT_SEED,
+) -> dict:
     """Assemble the report for `items` (in file order) from their finished `results`.
 
     `n_items_in_data` is how many items the data file holds (default: len(items)); the report
@@ -39,8 +49,13 @@ def build_report(*, config: dict, data: dict, official: bool, reasons: list[str]
         rows.append((it.category, it.difficulty, it.item_elo, it.point_weight, r.correct))
         d = r.to_json()
         d.update(
-            category=it.category, difficulty=it.difficulty, item_elo=it.item_elo, point_weight=it.point_weight,
-            tags=list(it.tags), selected_text=it.continuations[r.prediction], label_text=it.continuations[it.label],
+            category=it.category,
+            difficulty=it.difficulty,
+            item_elo=it.item_elo,
+            point_weight=it.point_weight,
+            tags=list(it.tags),
+            selected_text=it.continuations[r.prediction],
+            label_text=it.continuations[it.label],
         )
         item_rows.append(d)
     summary = elo.summarize(rows)
@@ -73,8 +88,14 @@ def build_report(*, config: dict, data: dict, official: bool, reasons: list[str]
 
 def _add_uncertainty(summary: dict, rows: list[tuple], resamples: int, seed: int) -> None:
     """Put elo_se, elo_ci95 and the accuracy intervals into the blocks of `elo.summarize`."""
-    boot = stats.bootstrap_intervals([r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows],
-                                     [r[0] for r in rows], resamples=resamples, seed=seed)
+    boot = stats.bootstrap_intervals(
+        [r[2] for r in rows],
+        [r[3] for r in rows],
+        [r[4] for r in rows],
+        [r[0] for r in rows],
+        resamples=resamples,
+        seed=seed,
+    )
     blocks = [(summary["overall"], rows, boot["overall"])]
     blocks += [(b, [r for r in rows if r[0] == c], boot["strata"][c]) for c, b in summary["categories"].items()]
     for block, sub, intervals in blocks:
@@ -138,11 +159,13 @@ def _scope_note(res: dict) -> str | None:
 
 def _method_note(res: dict) -> str:
     u = res["uncertainty"]
-    return (f"± is one standard error from the curvature of the fitted log-likelihood; it counts point weights "
-            f"as games, so it is usually narrower than the spread from sampling items. Elo and weighted-accuracy "
-            f"95% CIs are percentile bootstrap intervals ({u['bootstrap_resamples']} resamples, "
-            f"{u['bootstrap_scheme']}, seed {u['bootstrap_seed']}). Raw-accuracy 95% CIs are "
-            f"{u['accuracy_interval'].capitalize()} score intervals.")
+    return (
+        f"± is one standard error from the curvature of the fitted log-likelihood; it counts point weights "
+        f"as games, so it is usually narrower than the spread from sampling items. Elo and weighted-accuracy "
+        f"95% CIs are percentile bootstrap intervals ({u['bootstrap_resamples']} resamples, "
+        f"{u['bootstrap_scheme']}, seed {u['bootstrap_seed']}). Raw-accuracy 95% CIs are "
+        f"{u['accuracy_interval'].capitalize()} score intervals."
+    )
 
 
 def summary_lines(report: dict) -> list[str]:
@@ -156,8 +179,10 @@ def summary_lines(report: dict) -> list[str]:
         lines.append(f"  {cat:<20} Elo {_elo_text(c):<28} {c['n_correct']:>3}/{c['n']:<3} {_acc_text(c)}")
     if "uncertainty" in res:
         u = res["uncertainty"]
-        lines.append(f"(± = curvature standard error; Elo CI = bootstrap, {u['bootstrap_resamples']} resamples within "
-                     f"categories, seed {u['bootstrap_seed']}; accuracy CI = {u['accuracy_interval'].capitalize()})")
+        lines.append(
+            f"(± = curvature standard error; Elo CI = bootstrap, {u['bootstrap_resamples']} resamples within "
+            f"categories, seed {u['bootstrap_seed']}; accuracy CI = {u['accuracy_interval'].capitalize()})"
+        )
     note = _scope_note(res)
     if note:
         lines.append(f"Note: {note}.")
@@ -174,17 +199,23 @@ def md_cell(text) -> str:
 
 
 def _surprising_misses(items: list[dict], top: int = 10) -> list[str]:
-    misses = sorted((it for it in items if not it["correct"] and "expected_p" in it),
-                    key=lambda it: -it["expected_p"])[:top]
+    misses = sorted((it for it in items if not it["correct"] and "expected_p" in it), key=lambda it: -it["expected_p"])[
+        :top
+    ]
     out = ["", "## Most surprising misses", ""]
     if not misses:
         return out + ["No misses."]
-    out += [f"Wrong answers on the items the Overall Elo gave the highest chance of success (top {top}).", "",
-            "| # | id | category | difficulty | item Elo | expected p | selected | correct |",
-            "|---:|---|---|---|---:|---:|---|---|"]
+    out += [
+        f"Wrong answers on the items the Overall Elo gave the highest chance of success (top {top}).",
+        "",
+        "| # | id | category | difficulty | item Elo | expected p | selected | correct |",
+        "|---:|---|---|---|---:|---:|---|---|",
+    ]
     for rank, it in enumerate(misses, 1):
-        out.append(f"| {rank} | {it['id']} | {it['category']} | {it['difficulty']} | {it['item_elo']:g} | "
-                   f"{it['expected_p']:.2f} | {md_cell(it['selected_text'])} | {md_cell(it['label_text'])} |")
+        out.append(
+            f"| {rank} | {it['id']} | {it['category']} | {it['difficulty']} | {it['item_elo']:g} | "
+            f"{it['expected_p']:.2f} | {md_cell(it['selected_text'])} | {md_cell(it['label_text'])} |"
+        )
     return out
 
 
@@ -192,12 +223,22 @@ def _adapter_lines(adapter: dict | None) -> list[str]:
     """'Adapter: `org/lora` (LORA, revision abc, fingerprint 1234), trained on `org/base`.'"""
     if not adapter:
         return []
-    where = ", ".join(x for x in (adapter.get("peft_type"),
-                                  f"revision {adapter['revision']}" if adapter.get("revision") else None,
-                                  f"fingerprint {adapter['fingerprint']}" if adapter.get("fingerprint") else None) if x)
+    where = ", ".join(
+        x
+        for x in (
+            adapter.get("peft_type"),
+            f"revision {adapter['revision']}" if adapter.get("revision") else None,
+            f"fingerprint {adapter['fingerprint']}" if adapter.get("fingerprint") else None,
+        )
+        if x
+    )
     base = adapter.get("base_model_name_or_path")
-    return [f"Adapter: `{adapter.get('spec')}`" + (f" ({where})" if where else "")
-            + (f", trained on `{base}`" if base else "") + "."]
+    return [
+        f"Adapter: `{adapter.get('spec')}`"
+        + (f" ({where})" if where else "")
+        + (f", trained on `{base}`" if base else "")
+        + "."
+    ]
 
 
 def _note_lines(cfg: dict) -> list[str]:
@@ -213,7 +254,9 @@ def render_markdown(report: dict) -> str:
     if report["official"]:
         out.append(f"**Official result** on the card's data (SHA-256 `{data['sha256']}`).")
     else:
-        out.append("**Not an official result.** " + " ".join(f"{r[0].upper()}{r[1:]}." for r in report["non_official_reasons"]))
+        out.append(
+            "**Not an official result.** " + " ".join(f"{r[0].upper()}{r[1:]}." for r in report["non_official_reasons"])
+        )
     out += [
         "",
         f"Data: {data['description']}, `{data['path']}`, SHA-256 `{data['sha256']}`.",
@@ -240,8 +283,10 @@ def render_markdown(report: dict) -> str:
         ci = _range(b["elo_ci95"], ".1f") if "elo_ci95" in b else ""
         if bold:
             name, elo_pm = f"**{name}**", f"**{elo_pm}**"
-        return (f"| {name} | {b['n']} | {b['n_correct']} | {_acc_text(b)} | {_acc_text(b, 'weighted_accuracy')} | "
-                f"{elo_pm} | {ci} |")
+        return (
+            f"| {name} | {b['n']} | {b['n_correct']} | {_acc_text(b)} | {_acc_text(b, 'weighted_accuracy')} | "
+            f"{elo_pm} | {ci} |"
+        )
 
     out += [row(cat, c) for cat, c in res["categories"].items()]
     out.append(row("overall", o, bold=True))
@@ -251,16 +296,23 @@ def render_markdown(report: dict) -> str:
     if res.get("n_truncated"):
         out += ["", f"{res['n_truncated']} item(s) had their context cut to fit the model's window (marked ✂ below)."]
     out += _surprising_misses(report["items"])
-    out += ["", "## Items", "",
-            "Expected p is the chance of success that the Overall Elo predicts for the item.", "",
-            "| id | difficulty | item Elo | expected p | | selected | correct | mean log-probs |",
-            "|---|---|---:|---:|---|---|---|---|"]
+    out += [
+        "",
+        "## Items",
+        "",
+        "Expected p is the chance of success that the Overall Elo predicts for the item.",
+        "",
+        "| id | difficulty | item Elo | expected p | | selected | correct | mean log-probs |",
+        "|---|---|---:|---:|---|---|---|---|",
+    ]
     for it in report["items"]:
         mark = "✓" if it["correct"] else "✗"
         if it["truncated"]:
             mark += " ✂"
         means = " ".join(f"{c['mean_logprob']:.3f}" for c in it["choices"])
         p = f"{it['expected_p']:.2f}" if "expected_p" in it else ""
-        out.append(f"| {it['id']} | {it['difficulty']} | {it['item_elo']:g} | {p} | {mark} | "
-                   f"{md_cell(it['selected_text'])} | {md_cell(it['label_text'])} | {means} |")
+        out.append(
+            f"| {it['id']} | {it['difficulty']} | {it['item_elo']:g} | {p} | {mark} | "
+            f"{md_cell(it['selected_text'])} | {md_cell(it['label_text'])} | {means} |"
+        )
     return "\n".join(out) + "\n"

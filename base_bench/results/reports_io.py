@@ -145,6 +145,9 @@ code{font-size:12px}"""
 
 def html_page(title: str, body: list[str]) -> str:
     """A self-contained HTML page (inline style; images are inlined by the caller) around `body`."""
-    head = ['<!DOCTYPE html>', '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head><body>"]
+    head = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head><body>",
+    ]
     return "\n".join(head + list(body) + ["</body></html>"]) + "\n"

@@ -18,8 +18,8 @@ draws, so a report is reproducible bit for bit.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from statistics import NormalDist
-from typing import Hashable, Sequence
 
 import numpy as np
 
@@ -82,9 +82,16 @@ def _intervals(e, w, y, counts, confidence) -> dict:
     }
 
 
-def bootstrap_intervals(item_elo: Sequence[float], weight: Sequence[float], correct: Sequence[bool],
-                        strata: Sequence[Hashable], *, resamples: int = DEFAULT_RESAMPLES,
-                        seed: int = DEFAULT_SEED, confidence: float = CONFIDENCE) -> dict:
+def bootstrap_intervals(
+    item_elo: Sequence[float],
+    weight: Sequence[float],
+    correct: Sequence[bool],
+    strata: Sequence[Hashable],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    confidence: float = CONFIDENCE,
+) -> dict:
     """Percentile bootstrap intervals for the overall rating and for each stratum's own rating.
 
     Arguments are per item: its Elo, point weight, whether it was answered right, and its stratum
