@@ -6,14 +6,17 @@ from base_bench.backends import identity as model_mod
 from base_bench.backends.identity import fingerprint
 from base_bench.backends.transformers import locate_model
 
+from tiny_gguf import write_tiny_gguf
+
 
 def test_fingerprint_reads_the_content_of_large_files(tmp_path):
     size = 20 << 20  # above the old 16 MB limit, under which only name and size were hashed
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a, b = tmp_path / "a" / "model.gguf", tmp_path / "b" / "model.gguf"
-    for path, byte in ((a, b"\x01"), (b, b"\x02")):
-        with path.open("wb") as f:
+    for path, byte in ((a, b"\x01"), (b, b"\x02")):  # a real GGUF (locate_model reads its header), padded
+        write_tiny_gguf(path)
+        with path.open("r+b") as f:
             f.truncate(size)
             f.seek(size // 2 + 12345)
             f.write(byte)
