@@ -106,20 +106,20 @@ def test_cli_run_reports_llama_cpp(tmp_path):
 
 
 def test_readme_llama_cpp_example_runs(tmp_path, monkeypatch, capsys):
-    """The README's "Two backends" section: its Python block as written, and its base-bench line with
-    the SmolLM2 file for the model and a limit."""
+    """docs/backends.md's "Which backend" section: its Python block as written, and its base-bench line
+    with the SmolLM2 file for the model and a limit."""
     import re
     import shlex
 
     from base_bench.commands.cli import main
 
-    text = (ROOT / "README.md").read_text()
-    start = text.index("\n## Two backends: transformers or llama.cpp\n")
+    text = (ROOT / "docs" / "backends.md").read_text()
+    start = text.index("\n## Which backend: transformers or llama.cpp\n")
     section = text[start : text.find("\n## ", start + 1)]
     code = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(code) == 1
     monkeypatch.chdir(tmp_path)
-    exec(compile(code[0], "README.md", "exec"), {})
+    exec(compile(code[0], "docs/backends.md", "exec"), {})
     out = capsys.readouterr().out
     assert re.search(r"^llama\.cpp Q4_1 \d+\.\d+\.\d+$", out, flags=re.M), out
     line = next(
