@@ -225,6 +225,23 @@ class LlamaCppBackend(Backend):
                 return list(buf[:got])
             n = -got
 
+    def tokenizer_differences(self, tokenizer, items) -> list[str]:
+        """Where llama.cpp's own tokenizer disagrees with the ids `encode_item` makes with `tokenizer`
+        (the HF one both backends score with): "<id> context" or "<id> continuation k", per text."""
+        from ..engine.scoring import encode_item
+
+        differ = []
+        for it in items:
+            e = encode_item(tokenizer, it)
+            if list(e.context) != self.tokenize(it.context):
+                differ.append(f"{it.id} context")
+            differ += [
+                f"{it.id} continuation {k}"
+                for k, (ids, text) in enumerate(zip(e.continuations, it.continuations))
+                if list(ids) != self.tokenize(text)
+            ]
+        return differ
+
     def close(self) -> None:
         if getattr(self, "_model", None):
             lib().llama_model_free(self._model)
@@ -346,14 +363,29 @@ def max_abs_diff(a, b) -> float:
     return max((abs(x.logprob - y.logprob) for ra, rb in zip(a, b) for x, y in zip(ra, rb)), default=0.0)
 
 
+LOGIT_CHUNK = 1 << 22  # float64 values per log_softmax step (32 MB): a few rows of a 262k vocabulary
+
+
 def log_probs(logits: np.ndarray, targets: Sequence[Sequence[int]]) -> list[float]:
-    """For row i of `logits`, log_softmax(row)[t] for each t in targets[i], in float64, flattened."""
-    x = logits.astype(np.float64)
-    m = x.max(axis=1)
-    lse = m + np.log(np.exp(x - m[:, None]).sum(axis=1))
-    rows = np.repeat(np.arange(len(targets)), [len(t) for t in targets])
-    toks = np.fromiter((t for ts in targets for t in ts), dtype=np.int64, count=len(rows))
-    return (x[rows, toks] - lse[rows]).tolist()
+    """For row i of `logits`, log_softmax(row)[t] for each t in targets[i], in float64, flattened.
+
+    Rows go through in groups of at most LOGIT_CHUNK values, so the float64 copy stays small even
+    for Gemma's 262,144-token vocabulary (49 rows at once would take 100 MB, and as much again for
+    each temporary); every row's arithmetic is its own, so the grouping changes no bit."""
+    step = max(1, LOGIT_CHUNK // max(1, logits.shape[1]))
+    out: list[float] = []
+    for a in range(0, len(targets), step):
+        x = logits[a : a + step].astype(np.float64)
+        ts = targets[a : a + step]
+        m = x.max(axis=1)
+        rows = np.repeat(np.arange(len(ts)), [len(t) for t in ts])
+        toks = np.fromiter((t for tt in ts for t in tt), dtype=np.int64, count=len(rows))
+        picked = x[rows, toks]
+        x -= m[:, None]
+        np.exp(x, out=x)
+        lse = m + np.log(x.sum(axis=1))
+        out += (picked - lse[rows]).tolist()
+    return out
 
 
 class _Context:
