@@ -248,6 +248,28 @@ def data(tmp_path_factory):
 
 
 @needs_llama
+def test_tokenizer_differences_names_each_text_where_the_ids_differ(backend, tokenizer, data):
+    """Equal on the tiny GGUF's own converted tokenizer; a tokenizer that gives one text other ids is
+    reported for every place that text appears (the check the real-model tests and bench/llama_exactness.py run)."""
+    from base_bench.items.dataset import load_dataset_file
+
+    items = load_dataset_file(data / "data" / "test.jsonl").items[:6]
+    assert backend.tokenizer_differences(tokenizer, items) == []
+
+    target = items[0].continuations[2]
+
+    class Shifted:  # the tiny tokenizer, except that one text gets an extra id
+        bos_token_id = tokenizer.bos_token_id
+
+        def __call__(self, text, add_special_tokens=False):
+            ids = tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
+            return {"input_ids": ids + [0] if text == target else ids}
+
+    want = [f"{it.id} continuation {k}" for it in items for k, c in enumerate(it.continuations) if c == target]
+    assert want and backend.tokenizer_differences(Shifted(), items) == want
+
+
+@needs_llama
 def test_evaluate_reports_backend_version_and_file_type(backend, tokenizer, data):
     from base_bench import evaluate
     from base_bench.backends.identity import package_version

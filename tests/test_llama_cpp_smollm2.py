@@ -40,16 +40,7 @@ def test_llama_cpp_tokenizer_gives_the_hf_ids_on_the_bundled_set(smol, items):
     from base_bench.engine.scoring import encode_item
 
     backend, tok = smol
-    differ = []
-    for it in items:
-        e = encode_item(tok, it)
-        if list(e.context) != backend.tokenize(it.context):
-            differ.append(f"{it.id} context")
-        differ += [
-            f"{it.id} continuation {k}"
-            for k, (ids, text) in enumerate(zip(e.continuations, it.continuations))
-            if list(ids) != backend.tokenize(text)
-        ]
+    differ = backend.tokenizer_differences(tok, items)
     assert differ == []
     assert encode_item(tok, items[0], add_bos=True).context[0] == backend.bos_id()
 
