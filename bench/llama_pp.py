@@ -4,6 +4,13 @@ last token only, the KV memory cleared between prompts. Prints one JSON line.
 
     python bench/llama_pp.py --model M.gguf --tokens tokens.json --threads 2              # llama.cpp's defaults
     python bench/llama_pp.py --model M.gguf --tokens tokens.json --threads 2 --pinned     # base-bench's kernels
+    python bench/llama_pp.py ... --pinned --want want.json    # logits at the rows the card needs, too
+
+--want (a JSON list, one 0/1 per token) asks for logits wherever it has a 1 instead: the rows the
+backend needs, those that predict a continuation token. llama-bench asks for one row per prompt, so
+it never runs the output layer (hidden size × vocabulary per row) on the other rows; for a model with
+a large vocabulary (Gemma's 262,144 tokens) that layer is much of the work, and only this variant
+compares like with like.
 
 Defaults are llama.cpp's: 512-token prompts, n_ubatch 512, flash attention auto, repack buffers on,
 the tiled K-quant matmul on. With --pinned: what the llama.cpp backend runs with (48-token
@@ -30,6 +37,9 @@ def main(argv=None) -> int:
     p.add_argument("--ubatch", type=int, default=512)
     p.add_argument("--pinned", action="store_true")
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument(
+        "--want", help="a JSON list of 0/1, one per token: ask for logits where 1 (default: each prompt's last)"
+    )
     args = p.parse_args(argv)
     if args.pinned:
         os.environ["GGML_CPU_TILED_MM"] = "0"
@@ -52,6 +62,9 @@ def main(argv=None) -> int:
     ctx = L.llama_init_from_model(model, cp)
     mem = L.llama_get_memory(ctx)
     tokens = json.load(open(args.tokens))
+    want = json.load(open(args.want)) if args.want else None
+    if want is not None and len(want) != len(tokens):
+        raise SystemExit(f"--want has {len(want)} entries for {len(tokens)} tokens")
     batch = L.llama_batch_init(args.prompt, 0, 1)
 
     def once() -> float:
@@ -64,7 +77,7 @@ def main(argv=None) -> int:
             for i, tok in enumerate(chunk):
                 batch.token[i], batch.pos[i], batch.n_seq_id[i] = tok, i, 1
                 batch.seq_id[i][0] = 0
-                batch.logits[i] = i == n - 1
+                batch.logits[i] = bool(want[s + i]) if want is not None else i == n - 1
             if L.llama_decode(ctx, batch) != 0:
                 raise SystemExit("llama_decode failed")
         return time.perf_counter() - t
@@ -80,6 +93,7 @@ def main(argv=None) -> int:
                 "prompt": args.prompt,
                 "ubatch": args.ubatch,
                 "pinned": args.pinned,
+                "logit_rows": sum(want) if want is not None else -(-len(tokens) // args.prompt),
                 "threads": args.threads,
             }
         )
