@@ -206,10 +206,16 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
     system, version = backend.describe()["llama_cpp"]["system_info"], backend.versions()["llama-cpp-python"]
     del scorer, plain_scorer
     backend.close()
-    fed_tokens = [t for e in order for t in [*e.context, *(x for c in e.continuations for x in c[:-1])]]
-    # the rows the shared path asks logits for: the context's last (each continuation's first token)
-    # and every fed continuation token (the next one)
-    want = [w for e in order for w in [*([0] * (len(e.context) - 1)), 1, *(1 for c in e.continuations for _ in c[:-1])]]
+    # what the shared path feeds (each context once, each continuation but its last token) and where
+    # it asks for logits: the context's last row (each continuation's first token) and every fed
+    # continuation token (the next one)
+    fed_tokens, want = [], []
+    for e in order:
+        fed_tokens += e.context
+        want += [0] * (len(e.context) - 1) + [1]
+        for c in e.continuations:
+            fed_tokens += c[:-1]
+            want += [1] * (len(c) - 1)
     pp = {}
     with tempfile.TemporaryDirectory() as tmp:
         path, want_path = Path(tmp) / "tokens.json", Path(tmp) / "want.json"
