@@ -58,7 +58,8 @@ def api(args) -> int:
     sys.path.insert(0, str(ROOT))
     from base_bench import evaluate
     from base_bench.backends.transformers import load_model, model_size
-    from base_bench.engine.scoring import PackedScorer, encode_item, length_order, model_window
+    from base_bench.backends.transformers_scorers import PackedScorer, model_window
+    from base_bench.engine.scoring import encode_item, length_order
     from base_bench.items.datasource import open_data
 
     torch.set_num_threads(args.threads)

@@ -18,8 +18,8 @@ from transformers import (
 
 import base_bench
 from base_bench import BaseBenchError, DataError, ModelError, RunError, UsageError, evaluate
+from base_bench.backends import transformers_scorers as scoring
 from base_bench.commands.cli import main
-from base_bench.engine import scoring
 from base_bench.items import hub
 from base_bench.items.dataset import BUNDLED_SHA256
 

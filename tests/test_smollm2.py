@@ -55,15 +55,8 @@ def smol():
 
 
 def test_batched_scores_equal_unbatched_loop(smol):
-    from base_bench.engine.scoring import (
-        PackedScorer,
-        PlainScorer,
-        encode_item,
-        max_abs_diff,
-        model_window,
-        score_in_batches,
-        score_reference,
-    )
+    from base_bench.backends.transformers_scorers import PackedScorer, PlainScorer, model_window, score_reference
+    from base_bench.engine.scoring import encode_item, max_abs_diff, score_in_batches
     from base_bench.items.dataset import load_dataset_file
     from base_bench.items.records import pick
 
@@ -83,7 +76,8 @@ def test_batched_scores_equal_unbatched_loop(smol):
 
 def test_gguf_cache_hit_equals_fresh_conversion(smol):
     from base_bench.backends.transformers import load_model
-    from base_bench.engine.scoring import PackedScorer, encode_item, max_abs_diff, model_window
+    from base_bench.backends.transformers_scorers import PackedScorer, model_window
+    from base_bench.engine.scoring import encode_item, max_abs_diff
     from base_bench.items.dataset import load_dataset_file
 
     fresh = (

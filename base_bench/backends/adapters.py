@@ -7,7 +7,7 @@
     base_model_note(adapter_base, "org/base")   # a warning line when the names disagree, else None
 
 An adapter is scored as PEFT runs it: the LoRA layers PEFT injects into the base model compute the
-adapted model, and forward passes go through the PeftModel (see `engine.scoring.unwrap`, which reads
+adapted model, and forward passes go through the PeftModel (see `transformers_scorers.unwrap`, which reads
 checks, window and logits_to_keep support off the base model inside it). Nothing is merged.
 
 A local adapter is named by the content of the files PEFT loads (adapter_config.json and the

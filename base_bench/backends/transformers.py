@@ -1,5 +1,5 @@
 """The transformers backend: resolve --device/--dtype, load a causal LM with its tokenizer, and
-score it (`TransformersBackend`, with the torch scorers of engine/scoring.py).
+score it (`TransformersBackend`, with the torch scorers of transformers_scorers.py).
 
     device, dtype = resolve_device("auto"), resolve_dtype("auto", device)
     loaded = load_model("path/or/id/or/file.gguf", device, dtype, revision=None, token=None)
@@ -296,8 +296,8 @@ class TransformersBackend(Backend):
     name = "transformers"
 
     def __init__(self, model, tokenizer):
-        from ..engine.scoring import input_device, model_window, unwrap
         from .adapters import check_adapter, describe_adapter
+        from .transformers_scorers import input_device, model_window, unwrap
 
         self.model = model
         self.inner = unwrap(model)
@@ -364,7 +364,8 @@ class TransformersBackend(Backend):
         """The packed scorer if it reproduces the plain one on a real batch (on every rank), else the
         plain scorer."""
         from ..engine.batching import attempt
-        from ..engine.scoring import PackedScorer, PlainScorer, check_packing, packing_probe
+        from ..engine.scoring import packing_probe
+        from .transformers_scorers import PackedScorer, PlainScorer, check_packing
 
         probe = packing_probe(longest_first)
         checked = attempt(lambda: check_packing(self.model, probe, pad_id), self.device)

@@ -40,7 +40,8 @@ class ProbeBackend:
 
 def transformers_backend(model, tokenizer, batch_size: int = 64) -> ProbeBackend:
     """A loaded transformers model and tokenizer (as a run loads them) as a ProbeBackend."""
-    from ..engine.scoring import Encoded, PlainScorer
+    from ..backends.transformers_scorers import PlainScorer
+    from ..engine.scoring import Encoded
 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     scorer = PlainScorer(model, pad)
