@@ -82,13 +82,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU threads for torch, or for llama.cpp with --backend llama.cpp (default: torch's own "
         "choice, the physical cores)",
     )
-    p.add_argument(
+    per_pass = p.add_mutually_exclusive_group()
+    per_pass.add_argument(
         "--batch-size",
         type=_batch_size,
-        default=8,
         metavar="N",
         help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' searches for the "
-        "largest that fits on a GPU and uses 8 on a CPU. Scores do not depend on it",
+        "largest token budget that fits on a GPU and uses 8 items on a CPU. Scores do not depend on it",
+    )
+    per_pass.add_argument(
+        "--batch-tokens",
+        type=positive_int("--batch-tokens"),
+        metavar="N",
+        help="instead of --batch-size: at most N positions fed per forward pass (rows times the longest "
+        "row, padding included), with several items packed into each row. Scores do not depend on it",
     )
     p.add_argument(
         "--out-dir",
@@ -244,6 +251,7 @@ def run(args) -> int:
             source,
             limit=args.limit,
             batch_size=args.batch_size,
+            batch_tokens=args.batch_tokens,
             add_bos=args.add_bos,
             out_dir=out_dir,
             resume=args.resume,
@@ -342,6 +350,7 @@ def run_llama_cpp(args) -> int:
         source,
         limit=args.limit,
         batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
         add_bos=args.add_bos,
         out_dir=out_dir,
         resume=args.resume,

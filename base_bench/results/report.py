@@ -247,6 +247,13 @@ def _note_lines(cfg: dict) -> list[str]:
     return [line for n in notes if n for line in ("", f"> {n[0].upper()}{n[1:]}")]
 
 
+def _batch_text(cfg: dict) -> str:
+    """How the run was cut into passes: "batch size 8", or "at most 4096 tokens per pass"."""
+    if cfg.get("batch_tokens") is not None:
+        return f"at most {cfg['batch_tokens']} tokens per pass"
+    return f"batch size {cfg['batch_size']}"
+
+
 def render_markdown(report: dict) -> str:
     cfg, data, res = report["config"], report["data"], report["results"]
     o = res["overall"]
@@ -261,7 +268,7 @@ def render_markdown(report: dict) -> str:
         "",
         f"Data: {data['description']}, `{data['path']}`, SHA-256 `{data['sha256']}`.",
         f"Model: `{cfg['model']['spec']}` (revision {cfg['model'].get('revision') or 'n/a'}), device {cfg['device']}, "
-        f"dtype {cfg['dtype']}, add_bos {cfg['add_bos']}, batch size {cfg['batch_size']}, scorer {cfg['scorer']}, "
+        f"dtype {cfg['dtype']}, add_bos {cfg['add_bos']}, {_batch_text(cfg)}, scorer {cfg['scorer']}, "
         f"base-bench {cfg['runner_version']}.",
         *_adapter_lines(cfg["model"].get("adapter")),
         *([f"Training step {report['training_step']}."] if "training_step" in report else []),
