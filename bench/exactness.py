@@ -1,53 +1,131 @@
-"""Do the batched scorers reproduce the card-literal unbatched loop on the whole set?
+"""Do the batched scorers give the scores of one item at a time, at every batch setting, on the whole set?
 
-    python bench/exactness.py --model PATH_OR_GGUF [--data data/test.jsonl] [--batch-sizes 1 32]
+    python bench/exactness.py --model PATH_OR_GGUF [--data data/test.jsonl]
+        [--batch-sizes 1 8 32 350] [--batch-tokens 1024 4096 all] [--plain-batch-sizes 8] [--loop]
 
-Scores every item with `score_reference` (one unpadded forward pass per choice), then with the
-packed and plain scorers at each batch size, and prints the largest |delta summed log-prob| against
-the loop, how many predictions differ, and the seconds each took (all in this one run).
+Loads the model in float32 on the CPU (a .gguf through base-bench's transformers path, dequantized),
+then scores every item with the packed scorer one item per pass (the baseline: a row of its own, no
+padding), and again at each `--batch-sizes` N (N items per pass, several per row where that feeds
+fewer positions) and each `--batch-tokens` N (rows packed first-fit-decreasing up to the longest item,
+passes of at most N positions; "all" is a budget that holds every item in one pass), exactly as the
+runner cuts them (engine/packing.py). `--plain-batch-sizes` adds the plain one-row-per-choice scorer,
+`--loop` the card-literal loop (one unpadded forward per choice; slow). For each: the passes, the
+positions fed against those the items hold, seconds, the largest |delta summed log-prob| against the
+baseline (and the loop), and how many predictions differ, all in this one run.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from base_bench.backends.transformers import load_model
-from base_bench.backends.transformers_scorers import PackedScorer, PlainScorer, model_window, score_reference
-from base_bench.engine.scoring import encode_item, max_abs_diff, score_in_batches
-from base_bench.items.dataset import load_dataset_file
-from base_bench.items.records import pick
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from base_bench.backends.transformers import load_model  # noqa: E402
+from base_bench.backends.transformers_scorers import (  # noqa: E402
+    PackedScorer,
+    PlainScorer,
+    model_window,
+    score_reference,
+    sliding_window,
+)
+from base_bench.engine.packing import Batching, batch_cost, pack_rows  # noqa: E402
+from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, score_in_batches  # noqa: E402
+from base_bench.items.dataset import load_dataset_file  # noqa: E402
+from base_bench.items.records import pick  # noqa: E402
+
+
+def feed(encs, plan: Batching | None) -> tuple[int, int]:
+    """(passes, positions fed) as the packed scorer lays the passes of `plan` out (None: the plain
+    scorer's passes are not counted here)."""
+    order = [encs[i] for i in length_order(encs)]
+    row = order[0].packed_length
+    passes = plan.cut(order, row)
+    return len(passes), sum(batch_cost(b, plan.row_capacity(row)) for b in passes)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--data", default="data/test.jsonl")
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 350])
+    ap.add_argument("--batch-tokens", nargs="+", default=["1024", "4096", "all"])
+    ap.add_argument("--plain-batch-sizes", type=int, nargs="*", default=[])
+    ap.add_argument("--loop", action="store_true", help="also run the card-literal loop (slow)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    t = time.perf_counter()
     loaded = load_model(args.model, torch.device("cpu"), torch.float32)
+    load_s = time.perf_counter() - t
     model, tok = loaded.model, loaded.tokenizer
     window = model_window(model, tok)
     encs = [encode_item(tok, it, window=window) for it in load_dataset_file(args.data).items]
-    t = time.perf_counter()
-    ref = [score_reference(model, e) for e in encs]
-    rows = [("reference loop", "-", time.perf_counter() - t, 0.0, 0)]
-    for cls in (PackedScorer, PlainScorer):
-        for bs in args.batch_sizes:
-            t = time.perf_counter()
-            got = score_in_batches(cls(model, 0), encs, bs)
-            dt = time.perf_counter() - t
-            flips = sum(pick(a) != pick(b) for a, b in zip(got, ref))
-            rows.append((cls.name, bs, dt, max_abs_diff(got, ref), flips))
-    print(f"{len(encs)} items, {args.model}, float32, {args.threads} threads")
-    print("| scorer | batch size | seconds | max abs delta vs loop | predictions changed |")
-    print("|---|---:|---:|---:|---:|")
-    for name, bs, dt, d, flips in rows:
-        print(f"| {name} | {bs} | {dt:.1f} | {d:.2e} | {flips} |")
+    held = sum(e.packed_length for e in encs)
+    longest = max(e.packed_length for e in encs)
+    all_at_once = len(pack_rows(encs, longest)) * longest
+
+    rows = []
+
+    def run(name, setting, plan, scorer, **how):
+        t = time.perf_counter()
+        got = score_in_batches(scorer, encs, **how)
+        seconds = time.perf_counter() - t
+        passes, fed = feed(encs, plan) if plan is not None else ("-", None)
+        rows.append(dict(name=name, setting=setting, passes=passes, fed=fed, seconds=seconds, scores=got))
+        print(f"{name} {setting}: {seconds:.1f} s", flush=True)
+        return got
+
+    base = run("packed", "batch size 1", Batching(items=1), PackedScorer(model, 0), batch_size=1)
+    for bs in args.batch_sizes:
+        run("packed", f"batch size {bs}", Batching(items=bs), PackedScorer(model, 0), batch_size=bs)
+    for text in args.batch_tokens:
+        n = all_at_once if text == "all" else int(text)
+        setting = f"batch tokens {n}" + (" (all items in one pass)" if text == "all" else "")
+        run("packed", setting, Batching(tokens=n), PackedScorer(model, 0), batch_tokens=n)
+    for bs in args.plain_batch_sizes:
+        run("plain", f"batch size {bs}", None, PlainScorer(model, 0), batch_size=bs)
+    loop = None
+    if args.loop:
+        t = time.perf_counter()
+        loop = [score_reference(model, e) for e in encs]
+        rows.append(
+            dict(
+                name="card-literal loop",
+                setting="-",
+                passes="-",
+                fed=None,
+                seconds=time.perf_counter() - t,
+                scores=loop,
+            )
+        )
+
+    win, kinds = sliding_window(model)
+    print(
+        f"{len(encs)} items, {Path(args.model).name}, float32 on the CPU, {args.threads} threads (loaded in {load_s:.0f} s); "
+        f"positions held {held}, longest item {longest}; sliding window: "
+        + (f"{win} ({', '.join(kinds) if kinds else 'every layer'})" if win else "none")
+        + f"; the furthest an item reaches: {max(len(e.context) + max(len(c) for c in e.continuations) - 1 for e in encs)}"
+    )
+    print()
+    head = "| scorer | setting | passes | positions fed | padding | seconds | max abs delta vs batch size 1 "
+    head += "| max abs delta vs loop " if loop else ""
+    print(head + "| predictions ≠ batch size 1 |")
+    print("|---|---|---:|---:|---:|---:|---:|" + ("---:|" if loop else "") + "---:|")
+    for r in rows:
+        fed = f"{r['fed']}" if r["fed"] is not None else "n/a"
+        pad = f"{100 * (1 - held / r['fed']):.1f}%" if r["fed"] else "n/a"
+        flips = sum(pick(a) != pick(b) for a, b in zip(r["scores"], base))
+        cells = [r["name"], r["setting"], str(r["passes"]), fed, pad, f"{r['seconds']:.1f}"]
+        cells.append(f"{max_abs_diff(r['scores'], base):.2e}")
+        if loop:
+            cells.append(f"{max_abs_diff(r['scores'], loop):.2e}")
+        cells.append(str(flips))
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -281,6 +281,40 @@ def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_pa
     assert_same(reference, rep)
 
 
+def test_token_budget_search_and_back_off_agree_on_every_rank(setup, reference, tmp_path):
+    """`--batch-size auto` on a GPU searches the token budget; rank 1 has less memory than rank 0,
+    so every rank takes the budget rank 1 allows. Then `--batch-tokens` larger than rank 1 allows:
+    every rank halves the budget until rank 1's passes fit."""
+    auto = tmp_path / "auto"
+    p = torchrun(
+        2,
+        flags(setup, auto, "--batch-size", "auto"),
+        script=ROOT / "tests" / "rankrun.py",
+        env={"RANKRUN_FAULT": "oom-fed-above:900", "RANKRUN_AS_GPU": "1"},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    rep = report(auto)
+    cfg = rep["config"]
+    assert cfg["batch_size"] == "auto" and cfg["batch_size_used"] is None
+    assert 0 < cfg["batch_tokens_used"] <= 900 < cfg["batch_tokens_used"] + cfg["row_length"]
+    assert f"--batch-size auto: {cfg['batch_tokens_used']} tokens per pass" in p.stderr
+    assert "lowered" not in p.stderr  # the search found what fits on both ranks
+    assert_same(reference, rep)
+
+    halved = tmp_path / "halved"
+    p = torchrun(
+        2,
+        flags(setup, halved, "--batch-tokens", 3000),
+        script=ROOT / "tests" / "rankrun.py",
+        env={"RANKRUN_FAULT": "oom-fed-above:900"},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "on rank 1; tokens per pass lowered to 1500" in p.stderr and "lowered to 750" in p.stderr
+    rep = report(halved)
+    assert rep["config"]["batch_tokens"] == 3000 and rep["config"]["batch_tokens_used"] == 750
+    assert_same(reference, rep)
+
+
 # ---------------------------------------------------------------- bad setups: one line on rank 0, no hang
 
 
@@ -310,7 +344,7 @@ def ours_in_traceback(p) -> bool:
     "fault, message",
     [
         ("oom-after:1", "out of accelerator memory on rank 1 even at batch size 1"),
-        ("oom", "out of accelerator memory while checking packing on 2 items; try a smaller dtype or another device"),
+        ("oom", "out of accelerator memory while checking packing on 3 items; try a smaller dtype or another device"),
     ],
 )
 def test_oom_at_batch_size_1_stops_every_rank(setup, tmp_path, fault, message):

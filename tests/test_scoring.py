@@ -477,3 +477,22 @@ def test_packing_check_covers_several_items_in_one_row(encoded):
     assert not ok and diff > 1e-3
     ok, diff = check_packing(tiny_model("gpt2", TOK), probe)
     assert ok and diff < 1e-4
+
+
+def test_packing_check_covers_the_window_cut_when_an_item_reaches_past_it():
+    """On a model with sliding-window layers the start-up check also scores the item that reaches
+    furthest, when it reaches past the window: the mask's cut is checked on a real item."""
+    from base_bench import evaluate
+
+    rep = evaluate(tiny_model("gemma3", TOK), TOK, limit=10, batch_tokens=400, progress=False)
+    check = rep["config"]["packing_check"]
+    assert rep["config"]["scorer"] == "packed" and check["ok"] and len(check["checked_items"]) == 4
+    ref = evaluate(tiny_model("gemma3", TOK), TOK, limit=10, batch_size=1, progress=False)
+    assert (
+        max(
+            abs(x["logprob"] - y["logprob"])
+            for p, q in zip(ref["items"], rep["items"])
+            for x, y in zip(p["choices"], q["choices"])
+        )
+        < 1e-4
+    )

@@ -362,12 +362,20 @@ class TransformersBackend(Backend):
 
     def pick_scorer(self, longest_first, pad_id, ranks):
         """The packed scorer if it reproduces the plain one on a real batch (on every rank), else the
-        plain scorer."""
+        plain scorer. On a model with sliding-window layers the batch also holds the item that reaches
+        furthest, when it reaches past the window, so that the mask's cut to the window is checked too."""
         from ..engine.batching import attempt
         from ..engine.scoring import packing_probe
-        from .transformers_scorers import PackedScorer, PlainScorer, check_packing
+        from .transformers_scorers import PackedScorer, PlainScorer, check_packing, sliding_window
+
+        def reach(e) -> int:  # the largest position id the item is fed at
+            return len(e.context) + max(len(c) for c in e.continuations) - 1
 
         probe = packing_probe(longest_first)
+        window = sliding_window(self.model)[0]
+        far = max(longest_first, key=reach, default=None)
+        if window is not None and far is not None and reach(far) >= window and far not in probe:
+            probe.append(far)
         checked = attempt(lambda: check_packing(self.model, probe, pad_id), self.device)
         if not ranks.agree(checked is not None):
             raise ScoringError(
