@@ -60,7 +60,9 @@ from .items.records import ChoiceScore, Item, ItemResult, pick
 from .results.report import build_report, dumps, render_markdown
 from .version import __version__
 
-SCORING_VERSION = "mean_logprob/1"  # bump when a change to the scoring code can change a score
+SCORING_VERSION = "mean_logprob/2"  # bump when a change to the scoring code can change a score
+# /2: the packed scorer cuts its 4D mask to a model's sliding window (before, items past the window
+# were scored as if there were none); several items per row change no score beyond float rounding
 DEFAULT_BATCH_SIZE = 8  # items per pass when neither batch_size nor batch_tokens is given
 log = logging.getLogger("base_bench")
 

@@ -72,6 +72,9 @@ def test_batched_scores_equal_unbatched_loop(smol):
             got = score_in_batches(cls(smol.model, 0), encs, bs)
             assert max_abs_diff(got, ref) < 1e-4, (cls.name, bs)
             assert [pick(g) for g in got] == [pick(r) for r in ref]
+    for tokens in (300, 2000):  # several items in a row
+        got = score_in_batches(PackedScorer(smol.model, 0), encs, batch_tokens=tokens)
+        assert max_abs_diff(got, ref) < 1e-4, tokens
 
 
 def test_gguf_cache_hit_equals_fresh_conversion(smol):
