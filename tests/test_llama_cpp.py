@@ -293,9 +293,11 @@ def test_evaluate_reports_backend_version_and_file_type(backend, tokenizer, data
 def test_batch_size_does_not_change_a_score(backend, tokenizer, data):
     from base_bench import evaluate
 
-    runs = [evaluate(backend, tokenizer, str(data), limit=12, batch_size=bs, progress=False) for bs in (1, 5, 32)]
+    settings = [{"batch_size": bs} for bs in (1, 5, 32)] + [{"batch_tokens": 150}]
+    runs = [evaluate(backend, tokenizer, str(data), limit=12, progress=False, **how) for how in settings]
     scores = [[(i["id"], [c["logprob"] for c in i["choices"]]) for i in r["items"]] for r in runs]
-    assert scores[0] == scores[1] == scores[2]
+    assert scores[0] == scores[1] == scores[2] == scores[3]
+    assert runs[3]["config"]["batch_tokens_used"] == 150 and runs[3]["config"]["row_length"] is None  # no rows
 
 
 @needs_llama
