@@ -1,17 +1,21 @@
 """Do the batched scorers give the scores of one item at a time, at every batch setting, on the whole set?
 
-    python bench/exactness.py --model PATH_OR_GGUF [--data data/test.jsonl]
-        [--batch-sizes 1 8 32 350] [--batch-tokens 1024 4096 all] [--plain-batch-sizes 8] [--loop]
+    python bench/exactness.py --model PATH_OR_GGUF [--data data/test.jsonl] [--dtype float32]
+        [--batch-sizes 8 32 350] [--batch-tokens 1024 4096 all] [--one-item-per-row 8]
+        [--plain-batch-sizes 8] [--loop]
 
 Loads the model in float32 on the CPU (a .gguf through base-bench's transformers path, dequantized),
 then scores every item with the packed scorer one item per pass (the baseline: a row of its own, no
 padding), and again at each `--batch-sizes` N (N items per pass, several per row where that feeds
 fewer positions) and each `--batch-tokens` N (rows packed first-fit-decreasing up to the longest item,
 passes of at most N positions; "all" is a budget that holds every item in one pass), exactly as the
-runner cuts them (engine/packing.py). `--plain-batch-sizes` adds the plain one-row-per-choice scorer,
-`--loop` the card-literal loop (one unpadded forward per choice; slow). For each: the passes, the
-positions fed against those the items hold, seconds, the largest |delta summed log-prob| against the
-baseline (and the loop), and how many predictions differ, all in this one run.
+runner cuts them (engine/packing.py). `--one-item-per-row` adds batch sizes with each item in a row
+of its own (the layout before rows held several items), `--plain-batch-sizes` the plain
+one-row-per-choice scorer, `--loop` the card-literal loop (one unpadded forward per choice; slow).
+For each: the passes, the positions fed against those the items hold, seconds, the largest |delta
+summed log-prob| against the baseline (and the loop), the choice it is on, and how many predictions
+differ, all in this one run. `--dtype float64` casts the float32 weights to float64 (exactly), which
+separates float32 rounding from a layout that is wrong: the log-softmax is float32 either way.
 """
 
 from __future__ import annotations
@@ -39,13 +43,21 @@ from base_bench.items.dataset import load_dataset_file  # noqa: E402
 from base_bench.items.records import pick  # noqa: E402
 
 
-def feed(encs, plan: Batching | None) -> tuple[int, int]:
-    """(passes, positions fed) as the packed scorer lays the passes of `plan` out (None: the plain
-    scorer's passes are not counted here)."""
+def feed(encs, plan: Batching, rows: bool = True) -> tuple[int, int]:
+    """(passes, positions fed) as the packed scorer lays the passes of `plan` out (`rows` False:
+    one item per row)."""
     order = [encs[i] for i in length_order(encs)]
     row = order[0].packed_length
     passes = plan.cut(order, row)
-    return len(passes), sum(batch_cost(b, plan.row_capacity(row)) for b in passes)
+    return len(passes), sum(batch_cost(b, plan.row_capacity(row) if rows else None) for b in passes)
+
+
+def worst(a, b) -> str:
+    """The choice where `a` and `b` differ most, and its summed log-prob in `b`."""
+    d, i, k = max(
+        (abs(x.logprob - y.logprob), i, k) for i, (p, q) in enumerate(zip(a, b)) for k, (x, y) in enumerate(zip(p, q))
+    )
+    return f"item {i} choice {k} ({b[i][k].logprob:.1f} over {b[i][k].n_tokens} tokens)" if d else "-"
 
 
 def main() -> None:
@@ -54,7 +66,9 @@ def main() -> None:
     ap.add_argument("--data", default="data/test.jsonl")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 350])
     ap.add_argument("--batch-tokens", nargs="+", default=["1024", "4096", "all"])
+    ap.add_argument("--one-item-per-row", type=int, nargs="*", default=[], metavar="N")
     ap.add_argument("--plain-batch-sizes", type=int, nargs="*", default=[])
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     ap.add_argument("--loop", action="store_true", help="also run the card-literal loop (slow)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -63,20 +77,30 @@ def main() -> None:
     loaded = load_model(args.model, torch.device("cpu"), torch.float32)
     load_s = time.perf_counter() - t
     model, tok = loaded.model, loaded.tokenizer
+    if args.dtype == "float64":
+        model.to(torch.float64)  # every float32 weight is a float64 exactly
     window = model_window(model, tok)
     encs = [encode_item(tok, it, window=window) for it in load_dataset_file(args.data).items]
     held = sum(e.packed_length for e in encs)
     longest = max(e.packed_length for e in encs)
     all_at_once = len(pack_rows(encs, longest)) * longest
 
-    rows = []
+    table = []
 
-    def run(name, setting, plan, scorer, **how):
+    def run(name, setting, plan, scorer, rows=True, **how):
         t = time.perf_counter()
-        got = score_in_batches(scorer, encs, **how)
+        if rows:
+            got = score_in_batches(scorer, encs, **how)
+        else:  # the same passes, each item in a row of its own
+            order = length_order(encs)
+            got = [None] * len(encs)
+            for s in range(0, len(order), how["batch_size"]):
+                idx = order[s : s + how["batch_size"]]
+                for i, sc in zip(idx, scorer([encs[i] for i in idx])):
+                    got[i] = sc
         seconds = time.perf_counter() - t
-        passes, fed = feed(encs, plan) if plan is not None else ("-", None)
-        rows.append(dict(name=name, setting=setting, passes=passes, fed=fed, seconds=seconds, scores=got))
+        passes, fed = feed(encs, plan, rows) if plan is not None else ("-", None)
+        table.append(dict(name=name, setting=setting, passes=passes, fed=fed, seconds=seconds, scores=got))
         print(f"{name} {setting}: {seconds:.1f} s", flush=True)
         return got
 
@@ -87,13 +111,22 @@ def main() -> None:
         n = all_at_once if text == "all" else int(text)
         setting = f"batch tokens {n}" + (" (all items in one pass)" if text == "all" else "")
         run("packed", setting, Batching(tokens=n), PackedScorer(model, 0), batch_tokens=n)
+    for bs in args.one_item_per_row:
+        run(
+            "packed, one item per row",
+            f"batch size {bs}",
+            Batching(items=bs),
+            PackedScorer(model, 0),
+            False,
+            batch_size=bs,
+        )
     for bs in args.plain_batch_sizes:
         run("plain", f"batch size {bs}", None, PlainScorer(model, 0), batch_size=bs)
     loop = None
     if args.loop:
         t = time.perf_counter()
         loop = [score_reference(model, e) for e in encs]
-        rows.append(
+        table.append(
             dict(
                 name="card-literal loop",
                 setting="-",
@@ -106,7 +139,7 @@ def main() -> None:
 
     win, kinds = sliding_window(model)
     print(
-        f"{len(encs)} items, {Path(args.model).name}, float32 on the CPU, {args.threads} threads (loaded in {load_s:.0f} s); "
+        f"{len(encs)} items, {Path(args.model).name}, {args.dtype} on the CPU, {args.threads} threads (loaded in {load_s:.0f} s); "
         f"positions held {held}, longest item {longest}; sliding window: "
         + (f"{win} ({', '.join(kinds) if kinds else 'every layer'})" if win else "none")
         + f"; the furthest an item reaches: {max(len(e.context) + max(len(c) for c in e.continuations) - 1 for e in encs)}"
@@ -114,9 +147,9 @@ def main() -> None:
     print()
     head = "| scorer | setting | passes | positions fed | padding | seconds | max abs delta vs batch size 1 "
     head += "| max abs delta vs loop " if loop else ""
-    print(head + "| predictions ≠ batch size 1 |")
-    print("|---|---|---:|---:|---:|---:|---:|" + ("---:|" if loop else "") + "---:|")
-    for r in rows:
+    print(head + "| where (vs batch size 1) | predictions ≠ batch size 1 |")
+    print("|---|---|---:|---:|---:|---:|---:|" + ("---:|" if loop else "") + "---|---:|")
+    for r in table:
         fed = f"{r['fed']}" if r["fed"] is not None else "n/a"
         pad = f"{100 * (1 - held / r['fed']):.1f}%" if r["fed"] else "n/a"
         flips = sum(pick(a) != pick(b) for a, b in zip(r["scores"], base))
@@ -124,7 +157,7 @@ def main() -> None:
         cells.append(f"{max_abs_diff(r['scores'], base):.2e}")
         if loop:
             cells.append(f"{max_abs_diff(r['scores'], loop):.2e}")
-        cells.append(str(flips))
+        cells += [worst(r["scores"], base), str(flips)]
         print("| " + " | ".join(cells) + " |")
 
 
