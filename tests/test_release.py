@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from base_bench import __version__, evaluate
+
 from docpages import ROOT
 from fixtures import write_dataset
 from tiny import tiny_model, tiny_tokenizer
