@@ -2,6 +2,8 @@
 
     python bench/lm_eval_side.py --report runs/smollm2-fp32/report.json [--batch-size 16]
     python bench/lm_eval_side.py --report ... --limit 8    # a check of the script; writes under runs/
+    python bench/lm_eval_side.py --report ... --samples runs/lm-eval-side/output/.../samples_*.jsonl
+                                                 # the comparison again from an lm-eval run already made
 
 Takes one finished base-bench run of a GGUF model (the README's command 1) and makes one
 lm-evaluation-harness run of the same file on the same items, then compares them item by item:
@@ -160,6 +162,7 @@ def compare(report: dict, samples: list[dict], tokens: dict, limit: int | None =
         it = by_id[doc["id"]]
         lls = [float(r[0]) for r in s["filtered_resps"]]
         chars = [len(c) for c in doc["continuations"]]
+        shortest = {k for k, n in enumerate(chars) if n == min(chars)}
         nbytes = [len(c.encode("utf-8")) for c in doc["continuations"]]
         sums = [float(c["logprob"]) for c in it["choices"]]
         pred = {
@@ -184,6 +187,7 @@ def compare(report: dict, samples: list[dict], tokens: dict, limit: int | None =
                 "item_elo": float(it["item_elo"]),
                 "point_weight": float(it["point_weight"]),
                 "pred": pred,
+                "shortest": sorted(shortest),
                 "lm_eval_ll": lls,
                 "base_bench_sum": sums,
             }
@@ -195,11 +199,18 @@ def compare(report: dict, samples: list[dict], tokens: dict, limit: int | None =
     for rule, label in RULES.items():
         right = [r["pred"][rule] == r["label"] for r in rows]
         elo = fit_elo((r["item_elo"], r["point_weight"], 1.0 if y else 0.0) for r, y in zip(rows, right))
-        rules[rule] = {"label": label, "correct": sum(right), "accuracy": sum(right) / n, "overall_elo": round(elo, 1)}
+        rules[rule] = {
+            "label": label,
+            "correct": sum(right),
+            "accuracy": sum(right) / n,
+            "overall_elo": round(elo, 1),
+            "picks_shortest": sum(r["pred"][rule] in r["shortest"] for r in rows),
+        }
     same = {f"{a}|{b}": sum(r["pred"][a] == r["pred"][b] for r in rows) for a, b in PAIRS}
     deltas = sorted(abs(x - y) for r in rows for x, y in zip(r["lm_eval_ll"], r["base_bench_sum"]))
     return {
         "n_items": n,
+        "label_is_shortest": sum(r["label"] in r["shortest"] for r in rows),
         "rules": rules,
         "same_choice": same,
         "ll_vs_base_bench_sum": {
@@ -220,9 +231,15 @@ def pct(x: float) -> str:
 def render_table(data: dict) -> str:
     """The two tables of docs/lm-eval.md, from bench/lm_eval_side.json."""
     c, n = data["comparison"], data["comparison"]["n_items"]
-    out = ["| prediction rule | correct | accuracy | Overall Elo of these outcomes |", "|---|---:|---:|---:|"]
+    out = [
+        "| prediction rule | correct | accuracy | Overall Elo of these outcomes | picks the shortest continuation |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for r in c["rules"].values():
-        out.append(f"| {r['label']} | {r['correct']} / {n} | {pct(r['accuracy'])} | {r['overall_elo']:.0f} |")
+        out.append(
+            f"| {r['label']} | {r['correct']} / {n} | {pct(r['accuracy'])} | {r['overall_elo']:.0f} | "
+            f"{r['picks_shortest']} of {n} |"
+        )
     out += ["", "| these two rules | pick the same continuation |", "|---|---:|"]
     for key, k in c["same_choice"].items():
         a, b = key.split("|")
@@ -235,6 +252,7 @@ def main(argv=None) -> int:
     p.add_argument("--report", required=True, help="report.json of a finished base-bench run of a .gguf model")
     p.add_argument("--batch-size", type=int, default=16, help="lm-eval's batch size (16 was its fastest on 2 cores)")
     p.add_argument("--limit", type=int, help="the first N items only, written to runs/lm-eval-side/ (a check)")
+    p.add_argument("--samples", help="an lm-eval samples file of this task and model: compare it, run nothing")
     args = p.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     report = json.loads(Path(args.report).read_text())
@@ -246,7 +264,10 @@ def main(argv=None) -> int:
     if hashlib.sha256(data_file.read_bytes()).hexdigest() != report["data"]["sha256"]:
         raise SystemExit(f"lm_eval_side: {data_file} is no longer the file the run scored")
     threads = int(cfg.get("threads") or 2)
-    samples_file, seconds = run_lm_eval(gguf, data_file, threads, args.batch_size, args.limit)
+    if args.samples:
+        samples_file, seconds = Path(args.samples), None
+    else:
+        samples_file, seconds = run_lm_eval(gguf, data_file, threads, args.batch_size, args.limit)
     samples = [json.loads(line) for line in samples_file.read_text().splitlines() if line.strip()]
     items = [json.loads(line) for line in data_file.read_text(encoding="utf-8").splitlines() if line.strip()]
     import lm_eval
@@ -259,7 +280,7 @@ def main(argv=None) -> int:
         "lm_eval_version": lm_eval.__version__ if hasattr(lm_eval, "__version__") else None,
         "lm_eval_command": f"lm-eval run --model hf --model_args pretrained=DIR,gguf_file={gguf.name},dtype=float32 "
         f"--tasks {TASK} --include_path TASKS --device cpu --batch_size {args.batch_size} --log_samples",
-        "lm_eval_seconds": round(seconds, 1),
+        "lm_eval_seconds": round(seconds, 1) if seconds is not None else None,
         "threads": threads,
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "task_yaml": task_yaml(Path("data/test.jsonl")),

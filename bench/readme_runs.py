@@ -152,12 +152,17 @@ def run_one(name: str, model: str, extra: list[str], cache: Path, runs_dir: str)
 
 
 def compare(a: str, b: str, examples: Path) -> str:
-    files = [examples / f"{COMPARE}.{ext}" for ext in ("json", "md")]
-    cmd = [sys.executable, "-m", "base_bench", "compare", a, b]
-    cmd += ["--json", str(files[0].relative_to(ROOT)), "--markdown", str(files[1].relative_to(ROOT)), "--force"]
+    """`base-bench compare A B --json cmp.json --markdown cmp.md` from the checkout's root, as
+    docs/comparing.md shows it; the two files then move to `examples`."""
+    made = [ROOT / "cmp.json", ROOT / "cmp.md"]
+    if any(f.exists() for f in made):
+        raise SystemExit("readme_runs: cmp.json or cmp.md is in the way at the checkout's root; move it away first")
+    cmd = [sys.executable, "-m", "base_bench", "compare", a, b, "--json", "cmp.json", "--markdown", "cmp.md"]
     p = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"readme_runs: compare failed (exit {p.returncode}):\n{p.stderr}")
+    for f in made:
+        f.replace(examples / f"{COMPARE}{f.suffix}")
     return p.stdout
 
 

@@ -4,6 +4,7 @@ front page (at most 250 lines, a link to every docs page), its test command is w
 the pages that document the flags and the cache list them all. Fast: nothing is run here
 (tests/test_readme.py runs the examples)."""
 
+import json
 import re
 import shlex
 from pathlib import Path
@@ -218,7 +219,8 @@ WORK_NOTES = [
     (r"\bthe issue\b|\bthe [\w.-]+(?: [\w.-]+)? issue\b|\bthis issue\b", "a work item ('the speed issue')"),
     (r"\bwork items?\b|\bstop #?\d+\b", "a work item or a numbered stop"),
     (
-        r"\bthis (?:session|task)\b|\ba session\b|\b(?:session|task)s? (?:that|which) (?:wrote|was|were|had)\b",
+        r"\bthis session\b|\bthis task (?:was|had|did|wrote)\b|\ba session\b"
+        r"|\b(?:session|task)s? (?:that|which) (?:wrote|was|were|had)\b",
         "a work session",
     ),
     (r"\bother helpers?\b|\bhelpers? (?:session|wrote|did|work)|\bthe lead\b", "who did the work"),
@@ -274,12 +276,13 @@ def test_work_notes_are_recognised(tmp_path):
         '`can_start_another: false` and "this workplace lends no device machine through the draw").\n'
         "Targets from the speed issue, as stop 3 of this session found; other helpers and the lead agree.\n"
         "Not yet measured on a GPU; `bench/gpu_check.py` is the script that will measure it.\n"
-        "The callback logs once per training step; `timing.items_scored_this_session` counts items; a helper function.\n"
+        "The callback logs once per training step; `timing.items_scored_this_session` counts items; on this task\n"
+        "lm-eval's acc_norm is close; a helper function.\n"
     )
     found = work_notes(planted.read_text())
-    assert {n for n, _, _ in found} == {1, 3, 4, 5}, found  # the user-facing lines 6 and 7 pass
+    assert {n for n, _, _ in found} == {1, 3, 4, 5}, found  # the user-facing lines 6 to 8 pass
     words = {w.lower() for _, _, w in found}
-    assert {"issue 14", "this task", "was not lent", "can_start_another", "the speed issue", "stop 3"} <= words
+    assert {"issue 14", "this task was", "was not lent", "can_start_another", "the speed issue", "stop 3"} <= words
     assert {"this session", "other helpers", "the lead", "workplace", "`status`"} <= words
 
 
@@ -386,9 +389,112 @@ def test_the_record_format_is_the_schema():
 
     page = DOCS / "data.md"
     example = next(b for b in code_blocks(page) if b.lang == "json")
-    import json
-
     assert list(json.loads(example.code)) == list(FIELDS)
     table = md_tables(section(page, "The record format"))[0]
     listed = {name.strip("`") for row in table[1:] for name in row[0].split(", ")}
     assert listed == set(FIELDS)
+
+
+# ---------------------------------------------------------------- pages quote what the bench scripts wrote
+
+EXAMPLES = DOCS / "examples"
+
+
+def bench_module(name: str):
+    """A bench/ script as a module (they import nothing heavy at the top)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def blocks_of(page: Path) -> list[str]:
+    return [b.code for b in code_blocks(page) if b.lang in TEXT_LANGS]
+
+
+def test_the_readme_output_is_what_command_1_printed():
+    printed = (EXAMPLES / "smollm2-fp32.txt").read_text(encoding="utf-8")
+    assert printed in blocks_of(README), "README's output of command 1 is not docs/examples/smollm2-fp32.txt"
+    # the Elo page quotes its summary lines, up to the legend
+    summary = printed[: printed.index("(± = ")] + printed[printed.index("(± = ") :].split("\n", 1)[0] + "\n"
+    assert summary in blocks_of(DOCS / "elo.md")
+    runs = json.loads((ROOT / "bench" / "readme_runs.json").read_text())
+    assert runs["runs"][0]["printed"] == printed and runs["runs"][0]["name"] == "smollm2-fp32"
+    assert "wrote runs/smollm2-fp32/report.json" in printed and runs["limit"] is None
+
+
+def test_the_gemma_example_is_what_its_run_printed():
+    printed = (EXAMPLES / "gemma3-270m.txt").read_text(encoding="utf-8")
+    assert printed in blocks_of(DOCS / "usage.md")
+    runs = {r["name"]: r for r in json.loads((ROOT / "bench" / "readme_runs.json").read_text())["runs"]}
+    assert runs["gemma3-270m"]["printed"] == printed
+    assert printed.split(";")[0] in README.read_text(encoding="utf-8"), "README quotes another Gemma result"
+    (bos_note,) = [n for n in runs["gemma3-270m"]["notes"] if "BOS" in n]
+    assert any(bos_note in b for b in blocks_of(DOCS / "usage.md")), "usage.md does not quote Gemma's BOS note"
+
+
+def test_results_holds_the_table_readme_runs_wrote():
+    readme_runs = bench_module("readme_runs")
+    data = json.loads((ROOT / "bench" / "readme_runs.json").read_text())
+    assert readme_runs.render_table(data) in (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    names = [r["name"] for r in data["runs"]]
+    assert names == ["smollm2-fp32", "smollm2-addbos", "gemma3-270m"] and not data["limit"]
+    assert [r["cache"] for r in data["runs"]] == ["written", "hit", "written"]
+
+
+def test_the_compare_example_is_what_the_command_makes_of_its_json():
+    from base_bench.commands.compare import render_markdown, summary_lines
+    from base_bench.items.dataset import BUNDLED_SHA256
+
+    cmp = json.loads((EXAMPLES / "compare-smollm2-bos.json").read_text(encoding="utf-8"))
+    printed = (EXAMPLES / "compare-smollm2-bos.txt").read_text(encoding="utf-8")
+    # today's compare code renders the stored comparison exactly as the files hold it
+    assert printed == "\n".join(summary_lines(cmp)) + "\nwrote cmp.json\nwrote cmp.md\n"
+    assert (EXAMPLES / "compare-smollm2-bos.md").read_text(encoding="utf-8") == render_markdown(cmp)
+    assert cmp["data_sha256"] == BUNDLED_SHA256 and cmp["n_items"] == 350
+    assert [cmp["a"]["report"], cmp["b"]["report"]] == [
+        "runs/smollm2-fp32/report.json",
+        "runs/smollm2-addbos/report.json",
+    ]
+    page = DOCS / "comparing.md"
+    assert printed in blocks_of(page), "docs/comparing.md does not quote docs/examples/compare-smollm2-bos.txt"
+    text = page.read_text(encoding="utf-8")
+    assert BUNDLED_SHA256[:12] in printed and "986fabb" not in text
+    # the reading under the example quotes only numbers the example holds
+    reading = text[text.index("Read it this way") :].split("\n\n")[0]
+    numbers = set(re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", reading))
+    missing = [n for n in numbers if n not in printed]
+    assert not missing, f"numbers in the reading that the compare output does not hold: {missing}"
+
+
+def test_the_lm_eval_page_holds_what_lm_eval_side_measured():
+    lm_eval_side = bench_module("lm_eval_side")
+    data = json.loads((ROOT / "bench" / "lm_eval_side.json").read_text())
+    text = (DOCS / "lm-eval.md").read_text(encoding="utf-8")
+    assert lm_eval_side.render_table(data) in text
+    assert data["limit"] is None and data["comparison"]["n_items"] == 350
+    assert data["base_bench_report"] == "runs/smollm2-fp32/report.json"
+    # the task file on the page is the one the script ran (with the checkout's data path)
+    assert data["task_yaml"] in blocks_of(DOCS / "lm-eval.md")
+    assert f"lm-eval {data['lm_eval_version']}" in text
+    # the base-bench row is the README's run: the same accuracy as the report the README printed
+    printed = (EXAMPLES / "smollm2-fp32.txt").read_text(encoding="utf-8")
+    c = data["comparison"]
+    bb = c["rules"]["base_bench"]
+    assert f"{bb['correct']}/350 items" in printed
+    assert data["lm_eval_command"] in blocks_of(DOCS / "lm-eval.md")[1]
+    # the findings under the tables quote the JSON
+    ll, tok = c["ll_vs_base_bench_sum"], c["tokenization"]
+    said = [
+        f"median of {ll['median_abs']:.1e} nats and at most {ll['max_abs']:.1e}",
+        f"same continuation on {c['same_choice']['sum|lm_eval_acc']} of 350 items",
+        f"`acc` picks the shortest on {c['rules']['lm_eval_acc']['picks_shortest']} items",
+        f"the shortest on only {c['label_is_shortest']} ",
+        f"another continuation on {350 - c['same_choice']['base_bench|lm_eval_acc_norm']} of 350 items",
+        f"{tok['continuations_tokenized_differently']} of 1,400 continuations got other tokens",
+    ]
+    flat = " ".join(text.split())
+    assert [x for x in said if x not in flat] == []
+    assert not tok["tokenizer_adds_bos"] and "SmolLM2's does not" in flat
