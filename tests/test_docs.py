@@ -7,6 +7,7 @@ the pages that document the flags and the cache list them all. Fast: nothing is 
 import json
 import re
 import shlex
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -406,6 +407,7 @@ def bench_module(name: str):
 
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
