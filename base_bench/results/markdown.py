@@ -17,8 +17,8 @@ Python-Markdown) finds markup in the text:
   attribute list, heading, table cell break, strike-through or math;
 * so does a run of `_` unless it stands between two letters or digits (`code_completion-050`
   stays as it is: CommonMark never reads such a run as emphasis);
-* a `-`, `+` or `=` at the start, or a number followed by `.` or `)`, is escaped too, so a field
-  at the start of a line starts no list item and no setext heading;
+* a `-`, `+` or `=` at the start, or a number followed by `.` or `)` and a space, is escaped too,
+  so a field at the start of a line starts no list item, rule or setext heading;
 * line breaks (CR, LF, VT, FF, NEL, U+2028, U+2029) become "⏎", a tab a space, and every other
   control character and the bidirectional overrides (U+202A-U+202E, U+2066-U+2069) become U+FFFD,
   so a field stays on its line and reads in the order it is stored.
@@ -41,7 +41,7 @@ _CONTROL_RE = re.compile(_CONTROL)
 _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _BACKSLASHED = "\\`*[]{}#|~$"
 _SPECIAL_RE = re.compile("[" + re.escape("&<>" + _BACKSLASHED) + "]|(?<![^\\W_])_+|_+(?![^\\W_])")
-_LEADING_RE = re.compile(r"^([-+=])|^(\d+)([.)])")
+_LEADING_RE = re.compile(r"^([-+=])|^(\d{1,9})([.)])(?=\s|$)")
 
 
 def one_line(text) -> str:
@@ -65,9 +65,8 @@ def md_cell(text) -> str:
 
 def md_code(text, cell: bool = False) -> str:
     """`text` as one Markdown code span (with its backticks); `cell=True` inside a table cell."""
-    s = one_line(text)
+    s = one_line(str(text).strip() if cell else text)
     if cell:
-        s = s.strip()
         if "|" in s:  # GFM splits cells on a pipe inside code too, and "\\|" would end the cell
             return md_cell(s)
     if not s.strip():
