@@ -21,6 +21,7 @@ make fail or run long) and cut to a few dozen characters.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import io
 import math
@@ -42,18 +43,21 @@ CHANCE = 1.0 / card.N_CHOICES
 # ---------------------------------------------------------------- pure helpers
 
 
-def _greedy_bins(counts: Sequence[int], target: int) -> list[tuple[int, int]]:
-    """Runs [start, end) of consecutive item-Elo levels (their item counts in order) holding at
-    least `target` items each, the last short run merged back into the one before. One pass with a
-    running sum: linear in the number of levels."""
-    bins, start, run = [], 0, 0
-    for i, c in enumerate(counts):
-        run += c
-        if run >= target:
-            bins.append((start, i + 1))
-            start, run = i + 1, 0
-    if start < len(counts):
-        bins[-1:] = [(bins[-1][0] if bins else start, len(counts))]
+def _greedy_bins(cum: Sequence[int], target: int, most: int | None = None) -> list[tuple[int, int]]:
+    """Runs [start, end) of consecutive item-Elo levels holding at least `target` items each, the
+    last short run merged back into the one before; `cum[i]` is the number of items on levels
+    before i (running sums, cum[0] = 0). Each run's end is found by bisection in `cum`, so a pass
+    costs O(runs * log levels); with `most`, it stops once it has more than `most` runs."""
+    levels = len(cum) - 1
+    bins, start = [], 0
+    while most is None or len(bins) <= most:
+        end = bisect.bisect_left(cum, cum[start] + target, lo=start + 1)
+        if end > levels:
+            break
+        bins.append((start, end))
+        start = end
+    if start < levels and (most is None or len(bins) <= most):
+        bins[-1:] = [(bins[-1][0] if bins else start, levels)]
     return bins
 
 
@@ -72,54 +76,52 @@ def calibration_bins(
 
     The bins are the greedy runs for the smallest target size (at least `min_items`) that gives no
     more than `max_bins` of them. Their number only falls as the target grows (each run can only end
-    later), so that target is found by bisection, and each bin's sums come from per-level running
-    totals: O(n log n) for n items (the sort), where trying every target was cubic in the worst case.
+    later), so that target is found by bisection; each greedy pass and each bin's sums come from
+    running sums over the distinct levels: O(n log n) for n items (the sort), where trying every
+    target one by one was cubic in the worst case.
     """
     pairs = sorted(zip((float(e) for e in item_elo), (bool(c) for c in correct)))
     if not pairs:
         return []
-    levels: list[float] = []  # distinct item Elos, ascending, with their counts and sums
-    counts: list[int] = []
-    k_sum: list[int] = []
-    e_sum: list[float] = []
-    p_sum: list[float] = []
+    levels: list[float] = []  # distinct item Elos, ascending, and the running sums up to each
+    cum, cum_k, cum_e, cum_p = [0], [0], [0.0], [0.0]
     for e, c in pairs:
         if not levels or levels[-1] != e:
             levels.append(e)
-            counts.append(0)
-            k_sum.append(0)
-            e_sum.append(0.0)
-            p_sum.append(0.0)
-        counts[-1] += 1
-        k_sum[-1] += c
-        e_sum[-1] += e
-        if rating is not None:
-            p_sum[-1] += expected(rating, e)
+            p = expected(rating, e) if rating is not None else 0.0
+            cum.append(cum[-1])
+            cum_k.append(cum_k[-1])
+            cum_e.append(cum_e[-1])
+            cum_p.append(cum_p[-1])
+        cum[-1] += 1
+        cum_k[-1] += c
+        cum_e[-1] += e
+        cum_p[-1] += p
     n = len(pairs)
-    lo_t, hi_t = min(min_items, n), n  # len(_greedy_bins(counts, n)) == 1 <= max_bins
-    if len(_greedy_bins(counts, lo_t)) <= max_bins:
+    lo_t, hi_t = min(min_items, n), n  # a target of n gives one bin
+    if len(_greedy_bins(cum, lo_t, max_bins)) <= max_bins:
         hi_t = lo_t
     while hi_t - lo_t > 1:  # invariant: lo_t gives too many bins, hi_t few enough
         mid = (lo_t + hi_t) // 2
-        if len(_greedy_bins(counts, mid)) <= max_bins:
+        if len(_greedy_bins(cum, mid, max_bins)) <= max_bins:
             hi_t = mid
         else:
             lo_t = mid
     out = []
-    for start, end in _greedy_bins(counts, hi_t):
-        m = sum(counts[start:end])
-        k = sum(k_sum[start:end])
+    for start, end in _greedy_bins(cum, hi_t):
+        m = cum[end] - cum[start]
+        k = cum_k[end] - cum_k[start]
         b = {
             "lo": levels[start],
             "hi": levels[end - 1],
-            "x": sum(e_sum[start:end]) / m,
+            "x": (cum_e[end] - cum_e[start]) / m,
             "n": m,
             "k": k,
             "accuracy": k / m,
             "wilson95": list(wilson_interval(k, m)),
         }
         if rating is not None:
-            b["expected"] = sum(p_sum[start:end]) / m
+            b["expected"] = (cum_p[end] - cum_p[start]) / m
         out.append(b)
     return out
 
