@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -184,6 +185,16 @@ def test_two_writers_at_once_never_publish_a_mixed_file(tmp_path, monkeypatch):
         pass  # a writer may fail; it must not publish a mix
     assert target.read_bytes() in (a, b)
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary file left
+
+
+def test_a_written_file_gets_the_mode_a_plain_open_gives(tmp_path):
+    """mkstemp makes its file 0600; a report is shared as a plain open would make it (0666 less the umask)."""
+    old = os.umask(0o027)
+    try:
+        write_atomic(tmp_path / "report.json", "{}")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "report.json").stat().st_mode) == 0o640
 
 
 def test_temporary_files_a_killed_writer_left_are_removed_by_the_next_run(tmp_path):
@@ -587,6 +598,10 @@ def test_a_report_that_is_a_fifo_is_refused_without_blocking(tmp_path):
         lambda r: r["items"][0].update(id=["a"]),
         lambda r: r.update(non_official_reasons="x"),
         lambda r: r.update(results=[]),
+        lambda r: r["results"]["overall"].update(elo=1e308),
+        lambda r: r["results"]["overall"].update(raw_accuracy=2.0),
+        lambda r: r.update(training_step=10**300),
+        lambda r: r.update(training_step=True),
     ],
 )
 def test_a_report_with_a_field_of_the_wrong_type_gets_one_line(tmp_path, capsys, change):

@@ -88,7 +88,7 @@ def pair_items(rep_a: dict, rep_b: dict) -> list[tuple[dict, dict]]:
             float(other["item_elo"]),
             float(other["point_weight"]),
         ):
-            raise ReportError(f"item {i} has a different category, item Elo or weight in the two reports")
+            raise ReportError(f"item {i!r} has a different category, item Elo or weight in the two reports")
     return [(a[i], b[i]) for i in a]
 
 

@@ -63,7 +63,7 @@ def rescore(rep: dict, scan: dict, resamples: int = 2000, seed: int = 1234) -> d
     items = rep["items"]
     missing = [it["id"] for it in items if it["id"] not in dirty_of]
     if missing:
-        raise ReportError(f"{len(missing)} of the run's items are not in the scan (e.g. {missing[0]})")
+        raise ReportError(f"{len(missing)} of the run's items are not in the scan (e.g. {missing[0]!r})")
     e = np.array([float(it["item_elo"]) for it in items])
     w = np.array([float(it["point_weight"]) for it in items])
     y = np.array([1.0 if it["correct"] else 0.0 for it in items])

@@ -229,7 +229,7 @@ class RunStore:
                 raise RunError(f"{p} is a symbolic link; base-bench does not write through it (remove it)") from None
             raise
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:  # 0: its holder just removed it; lock() retries
             os.close(fd)
             what = untrusted.kind_of(st.st_mode) if not stat.S_ISREG(st.st_mode) else f"has {st.st_nlink} hard links"
             raise RunError(f"{p} {'is ' if not stat.S_ISREG(st.st_mode) else ''}{what}; base-bench does not write it")

@@ -39,7 +39,8 @@ from ..errors import ReportError, StorageError
 ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
 MAX_ITEMS = 100_000  # items in one report (the card's set has 350)
 MAX_CATEGORIES = 100  # distinct categories in one report (the card has 7)
-MAX_ABS_ELO = 100_000.0  # |item Elo| (the card's items lie between 700 and 1250)
+MAX_ABS_ELO = 100_000.0  # |Elo| of an item or a result (the card's items lie between 700 and 1250)
+MAX_STEP = 2**53  # a training step (a float holds every whole number up to it: the plots need that)
 SHA256 = re.compile(r"[0-9a-f]{64}")
 TEMP_SUFFIX = ".tmp"  # write_atomic's temporary files: <name>.<random>.tmp beside <name>
 
@@ -123,8 +124,8 @@ def report_problem(rep) -> str | None:
     if reasons is not None and not (isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)):
         return "non_official_reasons is not a list of strings"
     step = rep.get("training_step")
-    if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
-        return "training_step is not a whole number"
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP):
+        return f"training_step is not a whole number from 0 to {MAX_STEP:,}"
     return _results_problem(rep.get("results"))
 
 
@@ -137,18 +138,29 @@ def check_finished(rep: dict, need=("elo",)) -> None:
         raise ReportError(f"{rep.get('_path')}: no results.overall.{missing[0]}; not a finished base-bench report")
 
 
+def _within(x, lo: float, hi: float) -> bool:
+    return _number(x) and lo <= x <= hi
+
+
 def _block_problem(name: str, b) -> str | None:
     if not isinstance(b, dict):
         return f"{name} is not an object"
-    for k in ("elo", "elo_se", "raw_accuracy", "weighted_accuracy"):
-        if b.get(k) is not None and not _number(b[k]):
-            return f"{name}.{k} is not a number"
+    for k, lo, hi in (
+        ("elo", -MAX_ABS_ELO, MAX_ABS_ELO),
+        ("elo_se", 0.0, MAX_ABS_ELO),
+        ("raw_accuracy", 0.0, 1.0),
+        ("weighted_accuracy", 0.0, 1.0),
+    ):
+        if b.get(k) is not None and not _within(b[k], lo, hi):
+            return f"{name}.{k} is not a number from {lo:g} to {hi:g}"
     for k in ("n", "n_correct"):
         if b.get(k) is not None and not (isinstance(b[k], int) and not isinstance(b[k], bool) and b[k] >= 0):
             return f"{name}.{k} is not a count"
     ci = b.get("elo_ci95")
-    if ci is not None and not (isinstance(ci, list) and len(ci) == 2 and all(x is None or _number(x) for x in ci)):
-        return f"{name}.elo_ci95 is not two numbers"
+    if ci is not None and not (
+        isinstance(ci, list) and len(ci) == 2 and all(x is None or _within(x, -MAX_ABS_ELO, MAX_ABS_ELO) for x in ci)
+    ):
+        return f"{name}.elo_ci95 is not two Elo values"
     return None
 
 
