@@ -25,8 +25,21 @@ from pathlib import Path
 from ..engine.distributed import rank_from_env
 from ..errors import BaseBenchError, StorageError
 from ..items import card
+from ..items.datasource import HUB
 from ..version import __version__
-from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
+from .cliargs import (
+    DEVICE_MAPS,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+    Parser,
+    add_data_flags,
+    data_choice,
+    fail,
+    key_value_arg,
+    key_values,
+    max_memory,
+    positive_int,
+)
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
 
@@ -102,13 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the run in --out-dir, scoring only unfinished items; refused if the model, "
         "data or scoring settings differ from the ones it was started with",
     )
-    p.add_argument(
-        "--local-data",
-        metavar="DIR",
-        help="read DIR/data/test.jsonl (or DIR itself, if it is a JSONL file) instead of downloading the gated Hub "
-        "dataset; a file that "
-        "differs from the card's official checksum or counts makes the run non-official",
-    )
+    add_data_flags(p, default=HUB)
     p.add_argument(
         "--limit",
         type=positive_int("--limit"),
@@ -124,6 +131,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--revision",
         metavar="REV",
         help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded",
+    )
+    p.add_argument(
+        "--gguf-file",
+        metavar="NAME",
+        help="with a Hub id as --model: score the GGUF file NAME of that repo (model.Q4_K_M.gguf, or "
+        "sub/model.gguf), fetched alone into the Hugging Face cache; either backend",
+    )
+    p.add_argument(
+        "--model-arg",
+        action="append",
+        default=[],
+        type=key_value_arg("--model-arg"),
+        metavar="KEY=VALUE",
+        help="a keyword argument for the model's from_pretrained (repeat it), e.g. attn_implementation=sdpa; "
+        "VALUE is read as JSON when it parses, else as text. Recorded in the report and checked by --resume. "
+        "Transformers backend only",
     )
     p.add_argument(
         "--peft",
@@ -176,8 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def default_out_dir(model: str, peft: str | None = None) -> Path:
-    """runs/<model name>[-<adapter name>]-base-bench-1.1: an adapter's run does not land on its base model's."""
+def default_out_dir(model: str, peft: str | None = None, gguf_file: str | None = None) -> Path:
+    """runs/<model name>[-<adapter name>]-base-bench-1.1: an adapter's run does not land on its base
+    model's. With --gguf-file the model name is the file's, so two quantisations of a repo do not collide."""
 
     def short(spec: str) -> str:
         name = Path(spec.rstrip("/")).name
@@ -185,27 +209,32 @@ def default_out_dir(model: str, peft: str | None = None) -> Path:
             name = name[:-5]
         return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-").lower() or "model"
 
-    name = short(model) + (f"-{short(peft)}" if peft else "")
+    name = short(gguf_file or model) + (f"-{short(peft)}" if peft else "")
     return Path("runs") / f"{name}-base-bench-{card.VERSION}"
 
 
 def resolve_out_dir(args) -> Path:
-    return Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model, getattr(args, "peft", None))
+    if args.out_dir:
+        return Path(args.out_dir).expanduser()
+    return default_out_dir(args.model, getattr(args, "peft", None), getattr(args, "gguf_file", None))
 
 
 def run(args) -> int:
+    """Check the flags, name the data (the first line a run says), load the model, score, report."""
+    from ..backends.transformers import check_request
+
     _check_peft(args)
+    model_args = key_values(args.model_arg, "--model-arg")
     if args.backend == "llama.cpp":
-        return run_llama_cpp(args)
+        return run_llama_cpp(args, model_args)
+    check_request(args.gguf_file, model_args)
     import torch
 
     from ..backends.adapters import apply_adapter, locate_adapter
     from ..backends.transformers import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
     from ..engine.distributed import init_from_env, world_from_env
     from ..engine.runstore import RunStore
-    from ..evaluation import evaluate, run_signature
-    from ..items.datasource import HUB, open_data
-    from ..results.report import summary_lines
+    from ..evaluation import run_signature
 
     out_dir = resolve_out_dir(args)
     placement = _placement(args, world_from_env())
@@ -213,12 +242,17 @@ def run(args) -> int:
     ranks, owned = init_from_env(device.type, args.dist_timeout)
     try:
         with ranks.together():  # everything that can fail before minutes of model loading
-            source = open_data(args.local_data if args.local_data else HUB)
+            source = _open_data(args)
             dtype = resolve_dtype(args.dtype, device)
             if args.threads:
                 torch.set_num_threads(args.threads)
             located = locate_model(
-                args.model, revision=args.revision, token=source.token, trust_remote_code=args.trust_remote_code
+                args.model,
+                revision=args.revision,
+                token=source.token,
+                trust_remote_code=args.trust_remote_code,
+                gguf_file=args.gguf_file,
+                model_args=model_args,
             )
             adapter = locate_adapter(args.peft, args.peft_revision, source.token) if args.peft else None
             identity = located.identity() if adapter is None else {**located.identity(), "adapter": adapter.identity()}
@@ -238,27 +272,43 @@ def run(args) -> int:
             "load_s": round(time.perf_counter() - t0, 3),
             **({"adapter": adapter.info} if adapter else {}),
         }
-        report = evaluate(
-            model,
-            loaded.tokenizer,
-            source,
-            limit=args.limit,
-            batch_size=args.batch_size,
-            add_bos=args.add_bos,
-            out_dir=out_dir,
-            resume=args.resume,
-            progress=True,
-            model_info=info,
-        )
-        if ranks.is_main:
-            print("\n".join(summary_lines(report)))
-            print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-        return 0
+        return _score(args, model, loaded.tokenizer, source, out_dir, info, speak=ranks.is_main)
     finally:
         if owned:
             from ..engine.distributed import leave
 
             leave(failed=sys.exc_info()[0] is not None)
+
+
+def _open_data(args):
+    """The data that --data (or --local-data) names, the card's Hub file without either; the line
+    naming it is the first a run says (rank 0's notes)."""
+    from ..items.datasource import open_data
+
+    return open_data(data_choice(args, HUB), say=logging.getLogger("base_bench").info)
+
+
+def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: bool = True) -> int:
+    """evaluate() with the run's flags, then the summary and where the files went (by rank 0)."""
+    from ..evaluation import evaluate
+    from ..results.report import summary_lines
+
+    report = evaluate(
+        model,
+        tokenizer,
+        source,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        add_bos=args.add_bos,
+        out_dir=out_dir,
+        resume=args.resume,
+        progress=True,
+        model_info=info,
+    )
+    if speak:
+        print("\n".join(summary_lines(report)))
+        print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+    return 0
 
 
 def _check_peft(args) -> None:
@@ -275,17 +325,16 @@ def _check_peft(args) -> None:
         )
 
 
-def run_llama_cpp(args) -> int:
-    """--backend llama.cpp: the GGUF file run by llama.cpp, scored by the same evaluate()."""
+def run_llama_cpp(args, model_args: dict) -> int:
+    """--backend llama.cpp: the GGUF file (a local one, or --gguf-file of a Hub repo) run by
+    llama.cpp, scored by the same evaluate()."""
     from ..backends.gguf_file import read_header
     from ..backends.llama_cpp import LlamaCppBackend, gpu_offload, load_tokenizer
-    from ..backends.transformers import locate_model
+    from ..backends.transformers import check_request, locate_model
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
-    from ..evaluation import evaluate, run_signature
-    from ..items.datasource import HUB, open_data
-    from ..results.report import summary_lines
+    from ..evaluation import run_signature
 
     unused = [
         flag
@@ -294,7 +343,7 @@ def run_llama_cpp(args) -> int:
             ("--device-map", args.device_map),
             ("--max-memory", args.max_memory),
             ("--offload-folder", args.offload_folder),
-            ("--revision", args.revision),
+            ("--revision", args.revision and not args.gguf_file),
             ("--trust-remote-code", args.trust_remote_code),
         )
         if given
@@ -304,19 +353,25 @@ def run_llama_cpp(args) -> int:
             f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
             "which runs the GGUF file as it is quantized, on --device"
         )
+    if model_args:
+        raise UsageError(
+            "--model-arg passes keyword arguments to transformers' from_pretrained; --backend llama.cpp "
+            "loads the GGUF with fixed settings that keep its scores exact, and takes none"
+        )
     if world_from_env() > 1:
         raise UsageError(
             "--backend llama.cpp runs in one process; torchrun is for the transformers backend "
             "(give llama.cpp more cores with --threads)"
         )
+    check_request(args.gguf_file)
     out_dir = resolve_out_dir(args)
-    source = open_data(args.local_data if args.local_data else HUB)
-    if not args.model.lower().endswith(".gguf"):
+    source = _open_data(args)
+    if not args.gguf_file and not args.model.lower().endswith(".gguf"):
         raise UsageError(
-            f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one "
-            "(use --backend transformers for a Hub id or a model directory)"
+            f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one (give a Hub repo's "
+            "file with --gguf-file NAME, or use --backend transformers for a Hub id or a model directory)"
         )
-    located = locate_model(args.model)
+    located = locate_model(args.model, revision=args.revision, token=source.token, gguf_file=args.gguf_file)
     header = read_header(Path(located.info["path"]))  # not a GGUF, truncated: one line, before loading
     device = gpu_offload(args.device)[2]
     RunStore(out_dir).check(
@@ -331,26 +386,12 @@ def run_llama_cpp(args) -> int:
     info = {
         **located.info,
         "cache": cache,
-        "revision_requested": None,
+        "revision_requested": args.revision,
         "trust_remote_code": False,
         "identity": located.identity(),
         "load_s": round(time.perf_counter() - t0, 3),
     }
-    report = evaluate(
-        backend,
-        tokenizer,
-        source,
-        limit=args.limit,
-        batch_size=args.batch_size,
-        add_bos=args.add_bos,
-        out_dir=out_dir,
-        resume=args.resume,
-        progress=True,
-        model_info=info,
-    )
-    print("\n".join(summary_lines(report)))
-    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-    return 0
+    return _score(args, backend, tokenizer, source, out_dir, info)
 
 
 def _placement(args, world: int):

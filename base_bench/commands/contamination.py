@@ -1,6 +1,6 @@
 """`base-bench contamination scan|probe|report`: the command line of this package.
 
-    base-bench contamination scan PATH... --out-dir DIR [--local-data .] [--write-clean DIR2] [--workers N]
+    base-bench contamination scan PATH... --out-dir DIR [--data bundled] [--write-clean DIR2] [--workers N]
     base-bench contamination probe --model M [--out-dir DIR] [--candidates 999]
     base-bench contamination report RUN --scan DIR [--out-dir DIR]
 
@@ -16,8 +16,21 @@ import sys
 from pathlib import Path
 
 from ..errors import BaseBenchError
+from ..items.datasource import HUB
 from ..results.reports_io import check_outputs, write_outputs
-from .cliargs import EXIT_USAGE, Parser, add_bootstrap, add_out_dir, fail, positive_int, printable
+from .cliargs import (
+    EXIT_USAGE,
+    Parser,
+    add_bootstrap,
+    add_data_flags,
+    add_out_dir,
+    data_choice,
+    fail,
+    key_value_arg,
+    key_values,
+    positive_int,
+    printable,
+)
 
 COMMANDS = ("scan", "probe", "report")
 
@@ -41,12 +54,7 @@ def scan_parser() -> argparse.ArgumentParser:
         "(one document per file), or a datasets.save_to_disk folder",
     )
     _out_dir(p, True, "contamination.json, contamination.md, documents.jsonl and the logs")
-    p.add_argument(
-        "--local-data",
-        metavar="DIR",
-        help="the items to look for, as a run takes them (--local-data . is the bundled set in a "
-        "checkout); default: the official file from the Hub",
-    )
+    add_data_flags(p, default=HUB)  # the items to look for, as a run takes them
     p.add_argument("--text-key", default="text", metavar="KEY", help="the field holding the text (default text)")
     p.add_argument("--id-key", default="id", metavar="KEY", help="the field holding a document id, if any (default id)")
     p.add_argument(
@@ -83,6 +91,7 @@ def scan_parser() -> argparse.ArgumentParser:
         "--executor-option",
         action="append",
         default=[],
+        type=key_value_arg("--executor-option"),
         metavar="KEY=VALUE",
         help="passed to the executor as a keyword argument (repeat it), e.g. partition=cpu time=04:00:00 "
         "cpus_per_task=2 for Slurm; VALUE is read as JSON when it parses, else as text",
@@ -170,7 +179,7 @@ def run_scan(args) -> int:
     rep = scan_mod.scan(
         args.paths,
         args.out_dir,
-        data=args.local_data if args.local_data else "hub",
+        data=data_choice(args, HUB),
         text_key=args.text_key,
         id_key=args.id_key,
         write_clean=args.write_clean,
@@ -178,7 +187,7 @@ def run_scan(args) -> int:
         workers=args.workers,
         tasks=args.tasks,
         executor=args.executor,
-        executor_options=scan_mod.parse_executor_options(args.executor_option),
+        executor_options=key_values(args.executor_option, "--executor-option"),
         max_documents=args.max_documents,
         verbose=args.verbose,
         progress=print,

@@ -68,20 +68,6 @@ def require_extra() -> None:
         raise UsageError(f"the corpus scan needs {', '.join(missing)}: pip install 'base-bench[contamination]'")
 
 
-def parse_executor_options(pairs) -> dict:
-    """['partition=cpu', 'cpus_per_task=4'] -> {'partition': 'cpu', 'cpus_per_task': 4} (JSON values, else text)."""
-    out = {}
-    for p in pairs or []:
-        key, sep, value = p.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--executor-option takes KEY=VALUE, not {p!r}")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
-    return out
-
-
 def check_executor_options(kind: str, options: dict) -> None:
     """UsageError naming an option the executor does not take (or a Slurm run without partition/time)."""
     cls = _executor_class(kind)
@@ -189,8 +175,9 @@ def scan(
     verbose: bool = False,
     progress=None,
 ) -> dict | None:
-    """Scan `paths` for the items of `data` (None: the bundled set, "hub": the official file, or a path
-    as --local-data takes). Returns the contamination.json dict (None on Slurm, which only submits)."""
+    """Scan `paths` for the items of `data` ("bundled" or None: the bundled set, "hub": the official
+    file, or a path, as --data takes them; its line goes to `progress` first). Returns the
+    contamination.json dict (None on Slurm, which only submits)."""
     from ..items.datasource import open_data
     from .index import ItemIndex
 
@@ -205,7 +192,7 @@ def scan(
     clean = Path(write_clean).expanduser() if write_clean else None
     if clean is not None:
         _fresh_dir(clean, "--write-clean")
-    source = open_data(data)
+    source = open_data(data, say=say)
     corpus = discover([str(p) for p in paths])
     if clean is not None:
         for p in paths:

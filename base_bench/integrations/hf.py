@@ -58,7 +58,8 @@ class BaseBenchCallback(TrainerCallback):
 
     trainer        the Trainer the callback is added to (used to log, and for its tokenizer)
     tokenizer      defaults to `trainer.processing_class`
-    data           as `evaluate` takes it: None (bundled set), a path, or "hub"
+    data           as `evaluate` takes it: "bundled" or None (the bundled set, the default: no
+                   network, no token), "hub" (the official gated file), or a path
     out_dir        where `step-<N>/report.json` go; None logs only
     every_n_steps  also score every N optimizer steps (None: only when the Trainer evaluates)
     on_evaluate    score when the Trainer evaluates (default True)
