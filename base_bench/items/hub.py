@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 
 import huggingface_hub
+from huggingface_hub import constants as hf_constants
 from huggingface_hub import errors as hf_errors
 
 from ..errors import HubError, UsageError
@@ -84,13 +85,13 @@ def _cut_short(exc: BaseException) -> bool:
 
 def offline() -> bool:
     """HF_HUB_OFFLINE is set: huggingface_hub answers from its cache and sends no request."""
-    return bool(huggingface_hub.constants.is_offline_mode())
+    return bool(hf_constants.is_offline_mode())
 
 
 def _not_cached(what: str) -> str:
     return (
         f"HF_HUB_OFFLINE is set and {what} is not in the Hugging Face cache "
-        f"({huggingface_hub.constants.HF_HUB_CACHE}); run once with the network to fill the cache, "
+        f"({hf_constants.HF_HUB_CACHE}); run once with the network to fill the cache, "
         "or unset HF_HUB_OFFLINE"
     )
 
