@@ -504,6 +504,11 @@ def test_offline_runs_from_the_cache_and_says_what_is_not_cached(tmp_path, serve
             b["data"],
             b["config"]["model"]["revision"],
         )
+        sigs = [
+            json.loads((d / "run_config.json").read_text())["signature"]
+            for d in (out.parent / f"online-{args[1][4:]}", out)
+        ]
+        assert sigs[0] == sigs[1]  # so --resume continues either with the other
     # not in the cache: another file of the repo, another model, and the data (in a fresh cache)
     cases = [
         (
