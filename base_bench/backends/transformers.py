@@ -301,18 +301,9 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
     return Loaded(model, tokenizer, info)
 
 
-def load_model(
-    spec,
-    device,
-    dtype,
-    revision=None,
-    token=None,
-    trust_remote_code=False,
-    use_cache=True,
-    gguf_file=None,
-    model_args=None,
-) -> Loaded:
-    located = locate_model(spec, revision, token, trust_remote_code, gguf_file=gguf_file, model_args=model_args)
+def load_model(spec, device, dtype, use_cache: bool = True, **where) -> Loaded:
+    """locate_model(spec, **where) (revision, token, trust_remote_code, gguf_file, model_args), then load_located."""
+    located = locate_model(spec, **where)
     return load_located(located, device, dtype, use_cache=use_cache)
 
 
