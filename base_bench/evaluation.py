@@ -416,6 +416,7 @@ def _model_record(backend: Backend, tokenizer, given: dict | None) -> tuple[dict
             "fingerprint": fp,
             "revision_requested": None,
             "trust_remote_code": None,
+            "model_args": None,
             "cache": {"status": "not-loaded", "path": None},
             **info,
         }  # base-bench loaded nothing
