@@ -33,9 +33,9 @@ from .cliargs import (
     EXIT_USAGE,
     Parser,
     add_data_flags,
+    add_key_value_flag,
     data_choice,
     fail,
-    key_value_arg,
     key_values,
     max_memory,
     positive_int,
@@ -138,15 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with a Hub id as --model: score the GGUF file NAME of that repo (model.Q4_K_M.gguf, or "
         "sub/model.gguf), fetched alone into the Hugging Face cache; either backend",
     )
-    p.add_argument(
+    add_key_value_flag(
+        p,
         "--model-arg",
-        action="append",
-        default=[],
-        type=key_value_arg("--model-arg"),
-        metavar="KEY=VALUE",
-        help="a keyword argument for the model's from_pretrained (repeat it), e.g. attn_implementation=sdpa; "
-        "VALUE is read as JSON when it parses, else as text. Recorded in the report and checked by --resume. "
-        "Transformers backend only",
+        "a keyword argument for the model's from_pretrained, e.g. attn_implementation=sdpa (transformers "
+        "backend only; recorded in the report and checked by --resume)",
     )
     p.add_argument(
         "--peft",

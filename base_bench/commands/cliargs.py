@@ -6,7 +6,7 @@
     return fail(exc)                 # one `base-bench: error: ...` line; EXIT_STORAGE for a StorageError,
                                      # else EXIT_USAGE
     print(printable(text))           # text from files others made: no terminal escape reaches the screen
-    p.add_argument("--model-arg", action="append", default=[], type=key_value_arg("--model-arg"))
+    add_key_value_flag(p, "--model-arg", "passed to from_pretrained")   # repeatable KEY=VALUE
     key_values(args.model_arg, "--model-arg")    # {"attn_implementation": "eager"}; a repeated KEY refused
     add_data_flags(p, default="hub")             # --data bundled|hub|PATH, and --local-data DIR
     spec = data_choice(args, default="hub")      # "bundled", "hub" or a Path, as open_data takes it
@@ -118,7 +118,8 @@ def _no_constant(name: str):
 
 
 def key_value_arg(flag: str):
-    """An argparse type for a repeatable `FLAG KEY=VALUE` (with action="append"): (KEY, VALUE).
+    """An argparse type for a repeatable `FLAG KEY=VALUE`: (KEY, VALUE). Declare such a flag with
+    `add_key_value_flag(p, "--vllm-arg", help)` and read it with `key_values(args.vllm_arg, "--vllm-arg")`.
 
     KEY is what comes before the first "=", and must be a Python identifier (it becomes a keyword
     argument). VALUE, all that follows it, is read as JSON when it parses as JSON, else kept as the
@@ -142,6 +143,19 @@ def key_value_arg(flag: str):
             return key, value
 
     return parse
+
+
+def add_key_value_flag(p: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """A repeatable `flag KEY=VALUE` (`key_value_arg`), read back as a dict with
+    `key_values(args.<dest>, flag)`; `help` says what the pairs are for."""
+    p.add_argument(
+        flag,
+        action="append",
+        default=[],
+        type=key_value_arg(flag),
+        metavar="KEY=VALUE",
+        help=f"{help}; repeat it for more. VALUE is read as JSON when it parses, else as text",
+    )
 
 
 def key_values(pairs, flag: str) -> dict:

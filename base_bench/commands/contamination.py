@@ -23,10 +23,10 @@ from .cliargs import (
     Parser,
     add_bootstrap,
     add_data_flags,
+    add_key_value_flag,
     add_out_dir,
     data_choice,
     fail,
-    key_value_arg,
     key_values,
     positive_int,
     printable,
@@ -87,14 +87,10 @@ def scan_parser() -> argparse.ArgumentParser:
         default="local",
         help="datatrove's LocalPipelineExecutor (default), SlurmPipelineExecutor or RayPipelineExecutor",
     )
-    p.add_argument(
+    add_key_value_flag(
+        p,
         "--executor-option",
-        action="append",
-        default=[],
-        type=key_value_arg("--executor-option"),
-        metavar="KEY=VALUE",
-        help="passed to the executor as a keyword argument (repeat it), e.g. partition=cpu time=04:00:00 "
-        "cpus_per_task=2 for Slurm; VALUE is read as JSON when it parses, else as text",
+        "passed to the executor as a keyword argument, e.g. partition=cpu time=04:00:00 cpus_per_task=2 for Slurm",
     )
     p.add_argument(
         "--max-documents",
