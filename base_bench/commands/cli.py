@@ -40,6 +40,10 @@ from .cliargs import (
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
 SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
 SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
+# flags that say where and how torch places the model: --device first (llama.cpp takes that one)
+PLACEMENT_FLAGS = (
+    "--device", "--dtype", "--device-map", "--max-memory", "--offload-folder", "--revision", "--trust-remote-code",
+)  # fmt: skip
 
 
 def _batch_size(text):
@@ -255,7 +259,7 @@ def run(args) -> int:
     from ..backends.transformers import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
     from ..engine.distributed import init_from_env, world_from_env
     from ..engine.runstore import RunStore
-    from ..evaluation import evaluate, run_signature
+    from ..evaluation import run_signature
     from ..items.datasource import HUB, open_data
 
     out_dir = resolve_out_dir(args)
@@ -289,18 +293,7 @@ def run(args) -> int:
             "load_s": round(time.perf_counter() - t0, 3),
             **({"adapter": adapter.info} if adapter else {}),
         }
-        report = evaluate(
-            model,
-            loaded.tokenizer,
-            source,
-            limit=args.limit,
-            batch_size=args.batch_size,
-            add_bos=args.add_bos,
-            out_dir=out_dir,
-            resume=args.resume,
-            progress=True,
-            model_info=info,
-        )
+        report = _evaluate(args, model, loaded.tokenizer, source, out_dir, info)
         if ranks.is_main:
             _print_summary(report, out_dir)
         return 0
@@ -333,26 +326,10 @@ def run_llama_cpp(args) -> int:
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
-    from ..evaluation import evaluate, run_signature
+    from ..evaluation import run_signature
     from ..items.datasource import HUB, open_data
 
-    unused = [
-        flag
-        for flag, given in (
-            ("--dtype", args.dtype != "auto"),
-            ("--device-map", args.device_map),
-            ("--max-memory", args.max_memory),
-            ("--offload-folder", args.offload_folder),
-            ("--revision", args.revision),
-            ("--trust-remote-code", args.trust_remote_code),
-        )
-        if given
-    ]
-    if unused:
-        raise UsageError(
-            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
-            "which runs the GGUF file as it is quantized, on --device"
-        )
+    _refuse_flags(args, PLACEMENT_FLAGS[1:], ", which runs the GGUF file as it is quantized, on --device")
     if world_from_env() > 1:
         raise UsageError(
             "--backend llama.cpp runs in one process; torchrun is for the transformers backend "
@@ -385,8 +362,17 @@ def run_llama_cpp(args) -> int:
         "identity": located.identity(),
         "load_s": round(time.perf_counter() - t0, 3),
     }
-    report = evaluate(
-        backend,
+    report = _evaluate(args, backend, tokenizer, source, out_dir, info)
+    _print_summary(report, out_dir)
+    return 0
+
+
+def _evaluate(args, model, tokenizer, source, out_dir: Path, info: dict) -> dict:
+    """evaluate() with the run's flags: what every backend's command hands it."""
+    from ..evaluation import evaluate
+
+    return evaluate(
+        model,
         tokenizer,
         source,
         limit=args.limit,
@@ -397,8 +383,6 @@ def run_llama_cpp(args) -> int:
         progress=True,
         model_info=info,
     )
-    _print_summary(report, out_dir)
-    return 0
 
 
 def _print_summary(report: dict, out_dir: Path) -> None:
@@ -419,24 +403,18 @@ def _check_server_flags(args) -> None:
         return
     if not args.base_url:
         raise UsageError("--backend server needs --base-url, the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
-    unused = [
-        flag
-        for flag, on in (
-            ("--device", args.device != "auto"),
-            ("--dtype", args.dtype != "auto"),
-            ("--threads", args.threads),
-            ("--device-map", args.device_map),
-            ("--max-memory", args.max_memory),
-            ("--offload-folder", args.offload_folder),
-            ("--revision", args.revision),
-            ("--trust-remote-code", args.trust_remote_code),
-        )
-        if on
-    ]
-    if unused:
+    _refuse_flags(args, (*PLACEMENT_FLAGS, "--threads"), ": the server runs the model as it was started")
+
+
+def _refuse_flags(args, flags: tuple[str, ...], why: str) -> None:
+    """UsageError naming those of `flags` that were given, which do not apply to args.backend (`why`)."""
+    from ..errors import UsageError
+
+    defaults = {"--device": "auto", "--dtype": "auto"}
+    given = [f for f in flags if getattr(args, f[2:].replace("-", "_")) not in (None, False, defaults.get(f))]
+    if given:
         raise UsageError(
-            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend server: the "
-            "server runs the model as it was started"
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --backend {args.backend}{why}"
         )
 
 
@@ -448,13 +426,12 @@ def run_server(args) -> int:
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
-    from ..evaluation import evaluate, run_signature
+    from ..evaluation import run_signature
     from ..items.datasource import HUB, open_data
 
     if world_from_env() > 1:
         raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
     out_dir = resolve_out_dir(args)
-    source = open_data(args.local_data if args.local_data else HUB)
     t0 = time.perf_counter()
     backend = ServerBackend(
         args.base_url,
@@ -466,6 +443,7 @@ def run_server(args) -> int:
         max_retries=SERVER_RETRIES if args.max_retries is None else args.max_retries,
     )
     try:
+        source = open_data(args.local_data if args.local_data else HUB)
         backend.open()
         signature = run_signature(
             backend.identity(), source.dataset.sha256, args.add_bos, backend.dtype, backend.device, backend.name
@@ -475,18 +453,7 @@ def run_server(args) -> int:
         tokenize = backend.check_tokenizer(items)
         backend.check()
         info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
-        report = evaluate(
-            backend,
-            backend.tokenizer,
-            source,
-            limit=args.limit,
-            batch_size=args.batch_size,
-            add_bos=args.add_bos,
-            out_dir=out_dir,
-            resume=args.resume,
-            progress=True,
-            model_info=info,
-        )
+        report = _evaluate(args, backend, backend.tokenizer, source, out_dir, info)
     finally:
         backend.close()
     _print_summary(report, out_dir)
