@@ -2,6 +2,7 @@
 key kept out of every message, and the retry schedule. (The real vLLM server: tests/test_server.py.)"""
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,43 @@ def test_the_backend_refuses_bad_settings_in_one_line():
         ServerBackend("http://127.0.0.1:1/v1", "m", request_timeout=float("inf"))
     with pytest.raises(UsageError, match="--api-key-env takes the name of an environment variable"):
         ServerBackend("http://127.0.0.1:1/v1", "m", api_key_env="not a name")
+
+
+def test_the_default_tokenizer_is_the_reported_root_a_folder_here_or_a_hub_id(tmp_path):
+    """The root /v1/models reports: a folder on this machine is loaded from there, a Hub id from the
+    Hub (the fake one, tests/hubserver.py, in a subprocess with its own HF_HOME), anything else refused."""
+    import os
+    import subprocess
+    import sys
+
+    from base_bench.backends.identity import tokenizer_fingerprint
+    from base_bench.backends.server import _load_tokenizer
+
+    from hubserver import FakeHub
+    from tiny import tiny_tokenizer
+
+    folder = tmp_path / "tok"
+    tiny_tokenizer().save_pretrained(folder)
+    tok, source = _load_tokenizer(None, str(folder), "the server")
+    fp = tokenizer_fingerprint(tok)
+    assert source == str(folder)
+    with FakeHub() as hub:
+        hub.add_repo("org/tiny", {p.name: p.read_bytes() for p in folder.iterdir()})
+        code = (
+            "from base_bench.backends.server import _load_tokenizer\n"
+            "from base_bench.backends.identity import tokenizer_fingerprint\n"
+            "t, source = _load_tokenizer(None, 'org/tiny', 'the server')\n"
+            "print(source, tokenizer_fingerprint(t))\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING"))}
+        env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "hf"), PYTHONPATH=str(Path(__file__).parents[1]))
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["org/tiny", fp]
+    assert any("/org/tiny/resolve/" in r.path for r in hub.requests)
+    with pytest.raises(
+        UsageError, match="neither a folder here nor a Hub id; pass the model's tokenizer with --tokenizer"
+    ):
+        _load_tokenizer(None, "/srv/models/llama-70b", "the server")
+    with pytest.raises(UsageError, match="does not say where its model comes from"):
+        _load_tokenizer(None, None, "the server")
