@@ -38,10 +38,17 @@ from .cliargs import (
     fail,
     key_values,
     max_memory,
+    positive_float,
     positive_int,
 )
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
+SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
+SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
+# flags that say where and how torch places the model: --device first (llama.cpp takes that one)
+PLACEMENT_FLAGS = (
+    "--device", "--dtype", "--device-map", "--max-memory", "--offload-folder", "--revision", "--trust-remote-code",
+)  # fmt: skip
 
 
 def _batch_size(text):
@@ -71,9 +78,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend",
         default="transformers",
-        choices=["transformers", "llama.cpp"],
-        help="what computes the scores: transformers (torch; a .gguf is dequantized, the default) or "
-        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]')",
+        choices=["transformers", "llama.cpp", "server"],
+        help="what computes the scores: transformers (torch; a .gguf is dequantized, the default), "
+        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]'), or "
+        "server (a model behind an OpenAI-compatible /v1/completions server such as vLLM, at --base-url; "
+        "--model is then its served name)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="with --backend server: the server's OpenAI-compatible root, e.g. http://127.0.0.1:8000/v1",
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="DIR|HUB_ID|FILE.gguf",
+        help="with --backend server: the served model's tokenizer (default: the model root the server "
+        "reports in /v1/models, where that is a folder here or a Hub id)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="with --backend server: the environment variable that holds the server's API key (sent as a "
+        "bearer token; never printed or written)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=positive_int("--concurrency"),
+        metavar="N",
+        help=f"with --backend server: requests in flight at once (default {SERVER_CONCURRENCY}); scores do not depend on it",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=positive_float("--request-timeout"),
+        metavar="S",
+        help=f"with --backend server: seconds one request may take before it is tried again (default {SERVER_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=positive_int("--max-retries", low=0),
+        metavar="N",
+        help="with --backend server: how many times a request that failed (no connection, a timeout, HTTP 429 "
+        f"or 5xx) is tried again, waiting twice as long each time (default {SERVER_RETRIES})",
     )
     p.add_argument(
         "--device",
@@ -221,8 +266,11 @@ def run(args) -> int:
 
     _check_peft(args)
     model_args = key_values(args.model_arg, "--model-arg")
+    _check_server_flags(args, model_args)
     if args.backend == "llama.cpp":
         return run_llama_cpp(args, model_args)
+    if args.backend == "server":
+        return run_server(args)
     check_request(args.gguf_file, model_args)
     import torch
 
@@ -332,23 +380,11 @@ def run_llama_cpp(args, model_args: dict) -> int:
     from ..errors import UsageError
     from ..evaluation import run_signature
 
-    unused = [
-        flag
-        for flag, given in (
-            ("--dtype", args.dtype != "auto"),
-            ("--device-map", args.device_map),
-            ("--max-memory", args.max_memory),
-            ("--offload-folder", args.offload_folder),
-            ("--revision", args.revision and not args.gguf_file),
-            ("--trust-remote-code", args.trust_remote_code),
-        )
-        if given
-    ]
-    if unused:
-        raise UsageError(
-            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
-            "which runs the GGUF file as it is quantized, on --device"
-        )
+    _refuse_flags(
+        args,
+        tuple(f for f in PLACEMENT_FLAGS[1:] if not (f == "--revision" and args.gguf_file)),
+        ", which runs the GGUF file as it is quantized, on --device",
+    )
     if model_args:
         raise UsageError(
             "--model-arg passes keyword arguments to transformers' from_pretrained; --backend llama.cpp "
@@ -388,6 +424,76 @@ def run_llama_cpp(args, model_args: dict) -> int:
         "load_s": round(time.perf_counter() - t0, 3),
     }
     return _score(args, backend, tokenizer, source, out_dir, info)
+
+
+def _check_server_flags(args, model_args: dict) -> None:
+    """The server flags go with --backend server, which needs --base-url and computes nothing here
+    (so it takes none of the flags that say how to load or place a model)."""
+    from ..errors import UsageError
+
+    given = [f"--{f.replace('_', '-')}" for f in SERVER_FLAGS if getattr(args, f, None) is not None]
+    if args.backend != "server":
+        if given:
+            raise UsageError(f"{', '.join(given)} only work{'s' if len(given) == 1 else ''} with --backend server")
+        return
+    if not args.base_url:
+        raise UsageError("--backend server needs --base-url, the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
+    _refuse_flags(args, (*PLACEMENT_FLAGS, "--threads", "--gguf-file"), ": the server runs the model as it was started")
+    if model_args:
+        raise UsageError(
+            "--model-arg does not apply to --backend server: the server loaded the model as it was started"
+        )
+
+
+def _refuse_flags(args, flags: tuple[str, ...], why: str) -> None:
+    """UsageError naming those of `flags` that were given, which do not apply to args.backend (`why`)."""
+    from ..errors import UsageError
+
+    defaults = {"--device": "auto", "--dtype": "auto"}
+    given = [f for f in flags if getattr(args, f[2:].replace("-", "_")) not in (None, False, defaults.get(f))]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --backend {args.backend}{why}"
+        )
+
+
+def run_server(args) -> int:
+    """--backend server: a model behind an OpenAI-compatible server, scored by the same evaluate().
+    Everything that can refuse the run (the server, its model, the tokenizer, --resume, the server
+    check) is done before evaluate() writes anything."""
+    from ..backends.server import ServerBackend
+    from ..engine.distributed import world_from_env
+    from ..engine.runstore import RunStore
+    from ..errors import UsageError
+    from ..evaluation import run_signature
+
+    if world_from_env() > 1:
+        raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
+    out_dir = resolve_out_dir(args)
+    t0 = time.perf_counter()
+    backend = ServerBackend(
+        args.base_url,
+        args.model,
+        args.tokenizer,
+        api_key_env=args.api_key_env,
+        concurrency=args.concurrency or SERVER_CONCURRENCY,
+        request_timeout=args.request_timeout or SERVER_TIMEOUT,
+        max_retries=SERVER_RETRIES if args.max_retries is None else args.max_retries,
+    )
+    try:
+        source = _open_data(args)
+        backend.open()
+        signature = run_signature(
+            backend.identity(), source.dataset.sha256, args.add_bos, backend.dtype, backend.device, backend.name
+        )
+        RunStore(out_dir).check(signature, args.resume)
+        items = source.dataset.items[: args.limit] if args.limit else source.dataset.items
+        tokenize = backend.check_tokenizer(items)
+        backend.check()
+        info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
+        return _score(args, backend, backend.tokenizer, source, out_dir, info)
+    finally:
+        backend.close()
 
 
 def _placement(args, world: int):
