@@ -44,7 +44,11 @@ def scores(out_dir) -> dict:
 
 def error_line(p) -> str:
     """The one line a refused run prints (progress bars, and the GGUF cache's note on a first load, aside)."""
-    lines = [x for x in p.stderr.splitlines() if x.strip() and "scoring:" not in x and not x.startswith("note: cached")]
+    lines = [
+        x
+        for x in p.stderr.splitlines()
+        if x.strip() and "scoring:" not in x and not x.startswith(("note: cached", "data: "))
+    ]
     assert p.returncode == 2, p.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith("base-bench: error: "), p.stderr[-3000:]
     assert "Traceback" not in p.stderr
@@ -304,7 +308,7 @@ def test_the_server_killed_mid_run_then_resume_after_it_restarts(reference, vllm
             p.kill()
         if vllm_server.proc is None:
             vllm_server.restart()  # the next tests need it
-    lines = [x for x in err.splitlines() if x.strip() and "scoring:" not in x]
+    lines = [x for x in err.splitlines() if x.strip() and "scoring:" not in x and not x.startswith("data: ")]
     assert p.returncode == 2 and len(lines) == 1, err[-3000:]
     assert lines[0].startswith(f"base-bench: error: the server at {vllm_server.base_url} did not answer")
     assert "after 3 tries; the last: connection refused (ConnectError)" in lines[0]
