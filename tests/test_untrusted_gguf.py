@@ -8,13 +8,20 @@ hash of the whole content, so two files that differ anywhere are never taken for
 (backends/identity.py).
 """
 
+import hashlib
+import json
+import os
 import random
+import stat
 import struct
 from pathlib import Path
 
 import pytest
+import torch
 
 from base_bench.backends.gguf_file import GGUFHeader, read_header
+from base_bench.backends.identity import fingerprint
+from base_bench.backends.transformers import load_model
 from base_bench.commands.cli import main
 from base_bench.errors import ModelError
 
@@ -22,6 +29,15 @@ from fixtures import write_dataset
 from tiny_gguf import write_tiny_gguf
 
 F32, Q4_K = 0, 12
+CPU = torch.device("cpu")
+
+
+def outputs_equal(a, b) -> bool:
+    ids = a.tokenizer("The quick brown fox", add_special_tokens=False).input_ids
+    with torch.no_grad():
+        return ids == b.tokenizer("The quick brown fox", add_special_tokens=False).input_ids and torch.equal(
+            a.model(torch.tensor([ids])).logits, b.model(torch.tensor([ids])).logits
+        )
 
 
 def _str(s: bytes) -> bytes:
@@ -144,3 +160,173 @@ def test_fuzzed_headers_give_a_valid_header_or_one_clean_error(tmp_path):
             assert isinstance(h, GGUFHeader) and h.data_start <= h.data_end <= h.file_size == len(b)
             outcomes["valid"] += 1
     assert outcomes["refused"] > 300 and outcomes["valid"] > 10, outcomes
+
+
+# ------------------------------------------------------------------------------- fingerprints
+
+
+def _sparse(path: Path, size: int, offset: int) -> Path:
+    """A sparse file of `size` bytes, zero but for one byte at `offset` (cheap on disk)."""
+    with path.open("wb") as f:
+        f.truncate(size)
+        f.seek(offset)
+        f.write(b"\x01")
+    return path
+
+
+def test_two_large_files_that_differ_between_the_old_samples_get_two_fingerprints(tmp_path):
+    # Files over 256 MiB used to be hashed from their first and last 8 MiB and 1024 blocks of 64 KiB
+    # spread between them; two such files that differ only in a byte between two blocks got one
+    # fingerprint: one file was served the other's converted weights, and --resume mixed them.
+    size, edge = 257 << 20, 8 << 20
+    step = (size - 2 * edge) // 1024  # 241 KiB between the starts of two sampled blocks
+    between = edge + 5 * step + (100 << 10)  # 36 KiB after the end of the 6th block (a block is 64 KiB)
+    a = _sparse(tmp_path / "a.bin", size, between)
+    b = _sparse(tmp_path / "b.bin", size, between + 1)
+    assert fingerprint(a) != fingerprint(b)
+
+
+# ------------------------------------------------------------------------------- the GGUF cache
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    r = tmp_path / "cache"
+    monkeypatch.setenv("BASE_BENCH_CACHE", str(r))
+    return r
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    return write_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny.gguf")
+
+
+def _entry(root: Path) -> Path:
+    (entry,) = (root / "gguf").iterdir()
+    return entry
+
+
+def _rewrite_manifest(entry: Path) -> None:
+    """Make the manifest match the files again, as whoever could write the entry could."""
+    manifest = json.loads((entry / "manifest.json").read_text())
+    files = {}
+    for p in sorted(q for q in entry.rglob("*") if q.is_file() and q.name != "manifest.json"):
+        data = p.read_bytes()
+        files[p.relative_to(entry).as_posix()] = {
+            "size": len(data),
+            "digest": hashlib.sha256(f"{len(data)}\n".encode() + data).hexdigest(),
+        }
+    manifest["files"] = files
+    (entry / "manifest.json").write_text(json.dumps(manifest))
+
+
+EVIL = """
+from pathlib import Path
+Path({marker!r}).write_text("code from the cache ran")
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+class EvilConfig(LlamaConfig):
+    pass
+class EvilModel(LlamaForCausalLM):
+    config_class = EvilConfig
+class EvilTokenizer(PreTrainedTokenizerFast):
+    pass
+"""
+
+
+def test_a_planted_auto_map_never_runs_even_with_trust_remote_code(tiny_gguf, root, tmp_path, monkeypatch):
+    import transformers.dynamic_module_utils as dyn
+
+    monkeypatch.setattr(dyn, "HF_MODULES_CACHE", str(tmp_path / "hf-modules"))  # where transformers copies code
+    load_model(str(tiny_gguf), CPU, torch.float32, trust_remote_code=True)
+    entry = _entry(root)
+    marker = tmp_path / "MARKER"
+    (entry / "evil.py").write_text(EVIL.format(marker=str(marker)))
+    for name, auto in (
+        ("config.json", {"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"}),
+        ("tokenizer_config.json", {"AutoTokenizer": [None, "evil.EvilTokenizer"]}),
+    ):
+        cfg = json.loads((entry / name).read_text())
+        cfg["auto_map"] = auto
+        (entry / name).write_text(json.dumps(cfg))
+    _rewrite_manifest(entry)  # an entry that passes every integrity check: only trust stands in the way
+    loaded = load_model(str(tiny_gguf), CPU, torch.float32, trust_remote_code=True)
+    assert not marker.exists()
+    assert loaded.info["cache"]["status"] == "hit" and type(loaded.model).__name__ == "LlamaForCausalLM"
+
+
+def test_the_cache_is_created_private(tiny_gguf, root):
+    load_model(str(tiny_gguf), CPU, torch.float32)
+    entry = _entry(root)
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in [root, root / "gguf", entry, *entry.rglob("*")]}
+    assert all(m == (0o700 if p.is_dir() else 0o600) for p, m in modes.items()), modes
+
+
+def _refused_once(tiny_gguf, capsys, bad_path: Path, why: str, fix: str):
+    loaded = load_model(str(tiny_gguf), CPU, torch.float32)
+    cache = loaded.info["cache"]
+    assert cache["status"] == "refused-untrusted" and cache["reason"].startswith(f"{bad_path}: {why}")
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and f"{bad_path}: {why}" in notes[0] and fix in notes[0], notes
+    return loaded
+
+
+def test_a_group_writable_entry_is_refused_with_how_to_clear_it(tiny_gguf, root, capsys):
+    load_model(str(tiny_gguf), CPU, torch.float32)
+    entry = _entry(root)
+    before = sorted(p.name for p in entry.iterdir())
+    (entry / "config.json").chmod(0o660)
+    capsys.readouterr()
+    loaded = _refused_once(
+        tiny_gguf, capsys, entry / "config.json", "others can write to it (mode 660)", f"rm -rf {entry}"
+    )
+    assert outputs_equal(loaded, load_model(str(tiny_gguf), CPU, torch.float32, use_cache=False))
+    assert sorted(p.name for p in entry.iterdir()) == before  # neither loaded nor deleted nor replaced
+    entry.chmod(0o770)
+    _refused_once(tiny_gguf, capsys, entry, "others can write to it (mode 770)", f"rm -rf {entry}")
+
+
+def test_a_shared_root_without_the_sticky_bit_and_a_linked_entry_are_refused(tiny_gguf, root, tmp_path, capsys):
+    load_model(str(tiny_gguf), CPU, torch.float32)
+    entry = _entry(root)
+    elsewhere = tmp_path / "elsewhere"
+    entry.rename(elsewhere)
+    entry.symlink_to(elsewhere)  # an entry that is a link to a folder someone else controls
+    capsys.readouterr()
+    _refused_once(tiny_gguf, capsys, entry, "it is a symbolic link", f"rm -rf {entry}")
+    entry.unlink()
+    root.chmod(0o777)
+    _refused_once(tiny_gguf, capsys, root, "others can write to it (mode 777)", "set BASE_BENCH_CACHE to a folder")
+    root.chmod(0o1777)  # sticky, like /tmp: no one can rename or remove what we put in it
+    assert load_model(str(tiny_gguf), CPU, torch.float32).info["cache"]["status"] == "written"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_an_entry_owned_by_another_user_is_refused(tiny_gguf, root, capsys):
+    load_model(str(tiny_gguf), CPU, torch.float32)
+    entry = _entry(root)
+    for p in [entry, *entry.rglob("*")]:
+        os.chown(p, 4242, 4242)
+    capsys.readouterr()
+    _refused_once(tiny_gguf, capsys, entry, "it is owned by another user (uid 4242)", f"rm -rf {entry}")
+
+
+def test_the_tokenizer_only_entry_is_checked_too(tiny_gguf, root, tmp_path, capsys, monkeypatch):
+    import transformers.dynamic_module_utils as dyn
+
+    from base_bench.backends.llama_cpp import load_tokenizer
+
+    monkeypatch.setattr(dyn, "HF_MODULES_CACHE", str(tmp_path / "hf-modules"))
+    assert load_tokenizer(tiny_gguf)[1]["status"] == "written"
+    entry = _entry(root)
+    marker = tmp_path / "MARKER"
+    (entry / "evil.py").write_text(EVIL.format(marker=str(marker)))
+    cfg = json.loads((entry / "tokenizer_config.json").read_text())
+    cfg["auto_map"] = {"AutoTokenizer": [None, "evil.EvilTokenizer"]}
+    (entry / "tokenizer_config.json").write_text(json.dumps(cfg))
+    _rewrite_manifest(entry)
+    assert load_tokenizer(tiny_gguf)[1]["status"] == "hit" and not marker.exists()
+    (entry / "evil.py").chmod(0o666)
+    capsys.readouterr()
+    tokenizer, record = load_tokenizer(tiny_gguf)
+    assert record["status"] == "refused-untrusted" and record["reason"].startswith(f"{entry / 'evil.py'}: others")
+    assert tokenizer("hello").input_ids and not marker.exists()

@@ -122,7 +122,9 @@ class Located:
         return {"kind": self.kind, "fingerprint": self.info["fingerprint"], "fingerprint_scheme": FINGERPRINT_SCHEME}
 
 
-def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Located:
+def locate_model(spec, revision=None, token=None, trust_remote_code=False, use_cache=True) -> Located:
+    """Find (or download) the model `spec` names; a local one is fingerprinted by its content,
+    remembered in the cache folder unless `use_cache` is False (--no-cache)."""
     kind = classify(spec)
     info = {"spec": spec, "kind": kind}
     kwargs = dict(trust_remote_code=trust_remote_code)
@@ -140,7 +142,7 @@ def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Lo
             where = str(p)
         if revision:
             raise ModelError("--revision applies to Hub models only, not to a local directory or file")
-        info.update(path=str(p), revision=None, fingerprint=fingerprint(p))
+        info.update(path=str(p), revision=None, fingerprint=fingerprint(p, remember=use_cache))
     return Located(spec, kind, where, kwargs, info)
 
 
@@ -195,20 +197,20 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
         if located.kind == "gguf":
             from . import gguf_cache
 
-            trust = located.kwargs.get("trust_remote_code", False)
             # the conversion is made whole on the CPU; the placed model is then read from the cache
-            # entry (or, with no entry, dispatched from memory)
+            # entry (or, with no entry, dispatched from memory). A cache entry never runs code, whatever
+            # --trust-remote-code says: it may sit on a shared disk, and a GGUF needs no remote code.
             tokenizer, model, cache = gguf_cache.load(
                 Path(located.info["path"]),
                 located.info["fingerprint"],
                 dtype,
                 convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
-                load_entry=lambda entry: _from_pretrained(str(entry), dtype, placement=place, trust_remote_code=trust),
+                load_entry=lambda entry: _from_pretrained(str(entry), dtype, placement=place, trust_remote_code=False),
                 use_cache=use_cache,
             )
             if placement and cache["status"] == "written":
                 del model
-                tokenizer, model = _from_pretrained(cache["path"], dtype, placement=place, trust_remote_code=trust)
+                tokenizer, model = _from_pretrained(cache["path"], dtype, placement=place, trust_remote_code=False)
             elif placement and cache["status"] != "hit":
                 model = _dispatch(model, placement)
         else:
@@ -230,7 +232,9 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
 
 
 def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False, use_cache=True) -> Loaded:
-    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype, use_cache=use_cache)
+    return load_located(
+        locate_model(spec, revision, token, trust_remote_code, use_cache), device, dtype, use_cache=use_cache
+    )
 
 
 # ---------------------------------------------------------------- a model already in memory

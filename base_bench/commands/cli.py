@@ -218,9 +218,17 @@ def run(args) -> int:
             if args.threads:
                 torch.set_num_threads(args.threads)
             located = locate_model(
-                args.model, revision=args.revision, token=source.token, trust_remote_code=args.trust_remote_code
+                args.model,
+                revision=args.revision,
+                token=source.token,
+                trust_remote_code=args.trust_remote_code,
+                use_cache=not args.no_cache,
             )
-            adapter = locate_adapter(args.peft, args.peft_revision, source.token) if args.peft else None
+            adapter = (
+                locate_adapter(args.peft, args.peft_revision, source.token, use_cache=not args.no_cache)
+                if args.peft
+                else None
+            )
             identity = located.identity() if adapter is None else {**located.identity(), "adapter": adapter.identity()}
             if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
                 RunStore(out_dir).check(
@@ -316,7 +324,7 @@ def run_llama_cpp(args) -> int:
             f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one "
             "(use --backend transformers for a Hub id or a model directory)"
         )
-    located = locate_model(args.model)
+    located = locate_model(args.model, use_cache=not args.no_cache)
     header = read_header(Path(located.info["path"]))  # not a GGUF, truncated: one line, before loading
     device = gpu_offload(args.device)[2]
     RunStore(out_dir).check(
@@ -326,7 +334,9 @@ def run_llama_cpp(args) -> int:
         args.resume,
     )
     t0 = time.perf_counter()
-    backend = LlamaCppBackend.load(located.info["path"], device=args.device, threads=args.threads)
+    backend = LlamaCppBackend.load(
+        located.info["path"], device=args.device, threads=args.threads, use_cache=not args.no_cache
+    )
     tokenizer, cache = load_tokenizer(located.info["path"], use_cache=not args.no_cache)
     info = {
         **located.info,

@@ -230,7 +230,9 @@ def run_probe(args) -> int:
     dtype = resolve_dtype(args.dtype, device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    located = locate_model(args.model, revision=args.revision, trust_remote_code=args.trust_remote_code)
+    located = locate_model(
+        args.model, revision=args.revision, trust_remote_code=args.trust_remote_code, use_cache=not args.no_cache
+    )
     t0 = time.perf_counter()
     loaded = load_located(located, device, dtype, use_cache=not args.no_cache)
     res = probe_canary(
