@@ -57,7 +57,7 @@ def timer(fn, name):
 bm._from_pretrained = timed_from_pretrained
 gguf_cache.problem = timer(gguf_cache.problem, "check_s")
 gguf_cache.write_entry = timer(gguf_cache.write_entry, "write_s")
-t = time.perf_counter(); located = bm.locate_model(model_path); t_locate = time.perf_counter() - t
+t = time.perf_counter(); located = bm.locate_model(model_path, use_cache=use_cache); t_locate = time.perf_counter() - t
 t = time.perf_counter(); loaded = bm.load_located(located, torch.device("cpu"), bm.DTYPES[dtype_name], use_cache=use_cache)
 t_load = time.perf_counter() - t
 ids = loaded.tokenizer(" The quick brown fox", add_special_tokens=False).input_ids

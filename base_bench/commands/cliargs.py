@@ -1,6 +1,7 @@
 """What every `base-bench` subcommand shares on the command line: argument types and exit codes.
 
     p.add_argument("--limit", type=positive_int("--limit"))
+    p.add_argument("--max-line-bytes", type=byte_count("--max-line-bytes"))   # 67108864 or 64MiB
     return fail(exc)                 # a user error: one `base-bench: error: ...` line, EXIT_USAGE
     return fail(exc, EXIT_STORAGE)   # the same line for a run file that could not be written
 
@@ -28,6 +29,24 @@ def positive_int(name: str):
             raise argparse.ArgumentTypeError(f"{name} takes a whole number, not {text!r}") from None
         if v < 1:
             raise argparse.ArgumentTypeError(f"{name} must be 1 or more, not {v}")
+        return v
+
+    return parse
+
+
+_UNITS = {"": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+
+
+def byte_count(name: str):
+    """An argparse type: a number of bytes of at least 1, plain or with KiB, MiB or GiB (`64MiB`)."""
+
+    def parse(text):
+        m = re.fullmatch(r"\s*(\d+)\s*([kmg]ib)?\s*", text, re.IGNORECASE)
+        if not m:
+            raise argparse.ArgumentTypeError(f"{name} takes a number of bytes (e.g. 67108864 or 64MiB), not {text!r}")
+        v = int(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be 1 or more, not {text!r}")
         return v
 
     return parse

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..errors import BaseBenchError, StorageError
-from .cliargs import EXIT_STORAGE, EXIT_USAGE, Parser, fail, positive_int
+from .cliargs import EXIT_STORAGE, EXIT_USAGE, Parser, byte_count, fail, positive_int
 
 COMMANDS = ("scan", "probe", "report")
 
@@ -33,6 +33,8 @@ def _out_dir(p, required: bool, what: str):
 
 
 def scan_parser() -> argparse.ArgumentParser:
+    from ..contamination.corpus import MAX_LINE_BYTES
+
     p = Parser(
         prog="base-bench contamination scan",
         description="Find the benchmark's items in a training corpus (datatrove readers, an n-gram filter built "
@@ -65,6 +67,15 @@ def scan_parser() -> argparse.ArgumentParser:
         "--skip-bad",
         action="store_true",
         help="note an unreadable file (or one with a bad line) in the report and go on, instead of stopping",
+    )
+    p.add_argument(
+        "--max-line-bytes",
+        type=byte_count("--max-line-bytes"),
+        default=MAX_LINE_BYTES,
+        metavar="N",
+        help="the longest line read from a JSONL file (counted after decompression), .txt file, or Parquet or "
+        "datasets text value, in bytes (or KiB, MiB, GiB: 64MiB); a longer one makes its file bad "
+        f"(stop, or note it and go on with --skip-bad); default {MAX_LINE_BYTES >> 20}MiB",
     )
     p.add_argument(
         "--workers",
@@ -196,6 +207,7 @@ def run_scan(args) -> int:
         executor=args.executor,
         executor_options=scan_mod.parse_executor_options(args.executor_option),
         max_documents=args.max_documents,
+        max_line_bytes=args.max_line_bytes,
         verbose=args.verbose,
         progress=print,
     )

@@ -33,10 +33,18 @@ def load_scan(where: str | Path) -> dict:
         raise ReportError(f"--scan {where}: no contamination.json there (is the scan finished?)")
     try:
         scan = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # a file from someone else: nested too deep, too
         raise ReportError(f"{f}: cannot be read ({type(e).__name__})") from None
-    if not isinstance(scan, dict) or not isinstance(scan.get("items"), list) or "data" not in scan:
+    if (
+        not isinstance(scan, dict)
+        or not isinstance(scan.get("items"), list)
+        or not isinstance(scan.get("data"), dict)
+        or not isinstance(scan["data"].get("sha256"), str)
+    ):
         raise ReportError(f"{f}: not a base-bench contamination scan")
+    for n, it in enumerate(scan["items"]):
+        if not isinstance(it, dict) or not isinstance(it.get("id"), str) or not isinstance(it.get("dirty"), bool):
+            raise ReportError(f"{f}: not a base-bench contamination scan (item {n} has no id or dirty flag)")
     scan["_path"] = str(f)
     return scan
 
