@@ -9,7 +9,9 @@ sharding over tasks, fsspec with gzip/zstd by extension); a save_to_disk folder 
 (its .arrow files are Arrow streams). Each is subclassed only to read strictly: a line that is not
 JSON, a record without the text key, a damaged gzip or Parquet file raise CorpusError with one line
 naming the file (and line), where datatrove would log a warning and skip on. With skip_bad the file
-is noted in work_dir/skipped-<format>/ and the task carries on with the next file. Every document carries
+is noted in work_dir/skipped-<format>/ and the task carries on with the next file. No line (JSONL,
+after decompression), .txt file or Parquet/Arrow text or id value longer than `max_line_bytes` is
+held in memory: it makes its file bad, like a line that is not JSON. Every document carries
 its unit number and line (JSONL, 1-based) or row (Parquet and datasets, 0-based) in its metadata,
 so the report can name it and --write-clean can drop exactly it. `.txt` files (one document each)
 have no datatrove reader; TextFileReader is a small BaseDiskReader for them.
@@ -115,9 +117,24 @@ def _short(exc: BaseException) -> str:
 
 
 class _Strict:
-    """What the corpus readers share: their units, strict errors, --skip-bad, and read timing."""
+    """What the corpus readers share: their units, strict errors, --skip-bad, the cap on one line or
+    value (--max-line-bytes), and read timing."""
 
-    def _setup(self, units: dict, work_dir: str, skip_bad: bool, max_line_bytes: int):
+    reader_options: dict = {}  # passed to the datatrove reader besides the folder, listing and keys
+
+    def __init__(
+        self,
+        data_folder,
+        paths_file,
+        units,
+        work_dir,
+        skip_bad=False,
+        text_key="text",
+        id_key="id",
+        max_line_bytes=MAX_LINE_BYTES,
+    ):
+        kw = dict(paths_file=paths_file, text_key=text_key, id_key=id_key, **self.reader_options)
+        super().__init__(data_folder, **kw)
         self.units = units  # path relative to data_folder -> {"unit", "display", ...}
         self.work_dir = work_dir
         self.skip_bad = skip_bad
@@ -174,20 +191,7 @@ class CorpusJsonlReader(_Strict, JsonlReader):
 
     name = "🐿 Jsonl (strict)"
     fmt = "jsonl"
-
-    def __init__(
-        self,
-        data_folder,
-        paths_file,
-        units,
-        work_dir,
-        skip_bad=False,
-        text_key="text",
-        id_key="id",
-        max_line_bytes=MAX_LINE_BYTES,
-    ):
-        super().__init__(data_folder, paths_file=paths_file, text_key=text_key, id_key=id_key, compression="infer")
-        self._setup(units, work_dir, skip_bad, max_line_bytes)
+    reader_options = {"compression": "infer"}
 
     def read_file(self, filepath: str):
         import orjson
@@ -277,20 +281,6 @@ class CorpusParquetReader(_Strict, _ArrowRows, ParquetReader):
     name = "📒 Parquet (strict)"
     fmt = "parquet"
 
-    def __init__(
-        self,
-        data_folder,
-        paths_file,
-        units,
-        work_dir,
-        skip_bad=False,
-        text_key="text",
-        id_key="id",
-        max_line_bytes=MAX_LINE_BYTES,
-    ):
-        super().__init__(data_folder, paths_file=paths_file, text_key=text_key, id_key=id_key)
-        self._setup(units, work_dir, skip_bad, max_line_bytes)
-
     def _batch_rows(self, pf, cols: list[str]) -> int:
         return _parquet_batch_rows(pf, cols, self.max_line_bytes, self.batch_size)
 
@@ -330,20 +320,7 @@ class CorpusArrowReader(_Strict, _ArrowRows, IpcReader):
 
     name = "🪶 datasets folder (strict)"
     fmt = "hf"
-
-    def __init__(
-        self,
-        data_folder,
-        paths_file,
-        units,
-        work_dir,
-        skip_bad=False,
-        text_key="text",
-        id_key="id",
-        max_line_bytes=MAX_LINE_BYTES,
-    ):
-        super().__init__(data_folder, paths_file=paths_file, text_key=text_key, id_key=id_key, stream=True)
-        self._setup(units, work_dir, skip_bad, max_line_bytes)
+    reader_options = {"stream": True}
 
     def read_file(self, filepath: str):
         import pyarrow as pa
@@ -364,10 +341,6 @@ class TextFileReader(_Strict, BaseDiskReader):
 
     name = "📄 Text files"
     fmt = "txt"
-
-    def __init__(self, data_folder, paths_file, units, work_dir, skip_bad=False, max_line_bytes=MAX_LINE_BYTES):
-        super().__init__(data_folder, paths_file=paths_file)
-        self._setup(units, work_dir, skip_bad, max_line_bytes)
 
     def read_file(self, filepath: str):
         unit = self.units[filepath]
