@@ -9,6 +9,7 @@ hash of the whole content, so two files that differ anywhere are never taken for
 """
 
 import hashlib
+import importlib.util
 import json
 import os
 import random
@@ -160,6 +161,25 @@ def test_fuzzed_headers_give_a_valid_header_or_one_clean_error(tmp_path):
             assert isinstance(h, GGUFHeader) and h.data_start <= h.data_end <= h.file_size == len(b)
             outcomes["valid"] += 1
     assert outcomes["refused"] > 300 and outcomes["valid"] > 10, outcomes
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"), reason="no llama-cpp")
+def test_a_names_newlines_do_not_reach_the_error_line(tmp_path):
+    import gguf
+    import numpy as np
+
+    from base_bench.backends.llama_cpp import LlamaCppBackend
+
+    path = tmp_path / "arch.gguf"
+    w = gguf.GGUFWriter(str(path), "frob\nbase-bench: error: INJECTED")
+    w.add_tensor("x", np.zeros(4, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ModelError) as ei:
+        LlamaCppBackend.load(path)
+    assert "\n" not in str(ei.value) and r"architecture 'frob\nbase-bench: error: INJECTED'" in str(ei.value)
 
 
 # ------------------------------------------------------------------------------- fingerprints

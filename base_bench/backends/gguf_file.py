@@ -100,7 +100,7 @@ def _quant_size(ggml_type: int) -> tuple[int, int] | None:
         return None
 
 
-def _shown(text: str, limit: int = 60) -> str:
+def shown(text: str, limit: int = 60) -> str:
     """A name from the file, quoted and cut short for a one-line message (no newline gets through)."""
     return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
@@ -209,14 +209,12 @@ def _tensor_end(r: _Reader, cnt: str, path: Path, name: str, size: int) -> int:
     multiplied, so the product stays a small integer whatever the file says."""
     n_dims = r.take("I")
     if n_dims > GGML_MAX_DIMS:
-        raise _Damaged(f"tensor {_shown(name)} has {n_dims} dimensions; GGML allows at most {GGML_MAX_DIMS}")
+        raise _Damaged(f"tensor {shown(name)} has {n_dims} dimensions; GGML allows at most {GGML_MAX_DIMS}")
     dims = [r.take(cnt) for _ in range(n_dims)]
     ggml_type, offset = r.take("I"), r.take("Q")
     quant = _quant_size(ggml_type)
     if quant is None:
-        raise ModelError(
-            f"{path}: tensor {_shown(name)} has unknown type {ggml_type} (not a GGML type this gguf knows)"
-        )
+        raise ModelError(f"{path}: tensor {shown(name)} has unknown type {ggml_type} (not a GGML type this gguf knows)")
     block, type_size = quant
     most = (size // type_size + 1) * block  # more elements than this need more bytes than the file has
     n = 1
@@ -228,7 +226,7 @@ def _tensor_end(r: _Reader, cnt: str, path: Path, name: str, size: int) -> int:
         if n <= most and n // block * type_size <= size:
             return offset + n // block * type_size
     shape = "x".join(map(str, dims))
-    raise _Damaged(f"tensor {_shown(name)} of shape {shape[:80]} holds more data than the whole file ({size} bytes)")
+    raise _Damaged(f"tensor {shown(name)} of shape {shape[:80]} holds more data than the whole file ({size} bytes)")
 
 
 def _value(r: _Reader, vtype: int, cnt: str, path: Path, key: str):
@@ -244,6 +242,6 @@ def _value(r: _Reader, vtype: int, cnt: str, path: Path, key: str):
             each = struct.calcsize("<" + _SCALARS[etype])
             r.pos += r.count(n, each) * each
         else:
-            raise ModelError(f"{path}: metadata key {_shown(key)} is an array of unknown type {etype}")
+            raise ModelError(f"{path}: metadata key {shown(key)} is an array of unknown type {etype}")
         return ("array", n)
-    raise ModelError(f"{path}: metadata key {_shown(key)} has unknown value type {vtype}")
+    raise ModelError(f"{path}: metadata key {shown(key)} has unknown value type {vtype}")

@@ -57,7 +57,7 @@ import numpy as np
 from ..errors import ModelError, ScoringError, UsageError
 from ..items.records import ChoiceScore
 from .base import Backend
-from .gguf_file import GGUFHeader, file_type_name, read_header
+from .gguf_file import GGUFHeader, file_type_name, read_header, shown
 from .identity import fingerprint, package_version
 
 log = logging.getLogger("base_bench")
@@ -139,7 +139,7 @@ def _load_error(path: Path, header: GGUFHeader) -> str:
         if "unknown model architecture" in e:
             return (
                 f"{path}: llama.cpp (llama-cpp-python {llama_cpp_version()}) does not know the model "
-                f"architecture '{header.architecture}'; a newer llama-cpp-python may"
+                f"architecture {shown(header.architecture or '')}; a newer llama-cpp-python may"
             )
         if "not within the file bounds" in e or "failed to read" in e:
             return f"{path}: the GGUF file is truncated or damaged (llama.cpp: {e.split(': ')[-1]})"
