@@ -258,7 +258,8 @@ def _manifest(tmp: Path, key: dict, source: Path) -> dict:
     files = {}
     for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
         _fsync(p)
-        files[p.relative_to(tmp).as_posix()] = {"size": p.stat().st_size, "digest": file_digest(p)}
+        # settled: written by us, done, in a folder only we can write (so no racy-mtime rule)
+        files[p.relative_to(tmp).as_posix()] = {"size": p.stat().st_size, "digest": file_digest(p, settled=True)}
     return {
         "format": FORMAT_VERSION,
         "key": key,

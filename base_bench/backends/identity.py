@@ -135,7 +135,7 @@ def _hash_content(f, size: int) -> str:
     return h.hexdigest()
 
 
-def _digest(path: Path, memo: _DiskMemo | None) -> str:
+def _digest(path: Path, memo: _DiskMemo | None, settled: bool = False) -> str:
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         key = _stat_key(st)
@@ -148,7 +148,7 @@ def _digest(path: Path, memo: _DiskMemo | None) -> str:
         after = _stat_key(os.fstat(f.fileno()))
     # remembered only if the file did not change while it was read, and had not changed just before
     # (within one tick of its clock, a change would leave mtime and ctime as they were: "racy git")
-    if after == key and started - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 >= RACY_S:
+    if after == key and (settled or started - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 >= RACY_S):
         while len(_seen) >= MEMO_MAX_ENTRIES:
             del _seen[next(iter(_seen))]
         _seen[key] = digest
@@ -157,17 +157,19 @@ def _digest(path: Path, memo: _DiskMemo | None) -> str:
     return digest
 
 
-def file_digest(path: Path, remember: bool = True) -> str:
+def file_digest(path: Path, remember: bool = True, settled: bool = False) -> str:
     """SHA-256 (hex) of a file's size and its whole content.
 
     Remembered by the file's device, inode, size, mtime and ctime (`_stat_key`), in this process and,
     with `remember`, in MEMO_FILE under the cache root, so that a file is read once, not at every run
     (a 140 GB file takes minutes). A file whose content or times change is hashed again. With
-    `remember` False the cache folder is neither read nor written.
+    `remember` False the cache folder is neither read nor written. A file changed less than RACY_S
+    before it is read is not remembered, unless `settled`: the caller wrote it, has finished, and no
+    one else can write it (a GGUF cache entry's files, hashed for its manifest).
     """
     memo = _DiskMemo() if remember else None
     try:
-        return _digest(Path(path), memo)
+        return _digest(Path(path), memo, settled)
     finally:
         if memo is not None:
             memo.save()
