@@ -11,6 +11,7 @@ lost or mixed.
 import gzip
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -157,6 +158,14 @@ def test_the_flag_takes_a_positive_byte_count(tmp_path, capsys, good, value):
     assert ei.value.code == 2 and "--max-line-bytes" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value, n", [("1", 1), ("4096", 4096), ("4KiB", 4096), ("64MiB", 64 << 20), ("2gib", 2 << 30)])
+def test_the_flag_reads_bytes_and_binary_units(tmp_path, value, n):
+    from base_bench.commands.contamination import scan_parser
+
+    assert scan_parser().parse_args(["c", "--out-dir", "o", "--max-line-bytes", value]).max_line_bytes == n
+    assert scan_parser().parse_args(["c", "--out-dir", "o"]).max_line_bytes == MAX_LINE_BYTES == 64 << 20
+
+
 # ------------------------------------------------------------------------------- names from the corpus
 
 
@@ -166,12 +175,19 @@ def _datasetdict(folder: Path, splits) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("split", ["..", "", ".", "../other", "a/b", "/abs/ds", "x\0y", 3, None])
+@pytest.mark.parametrize("split", ["..", "", ".", "../other", "a/b", "ABS", "x\0y", 3, None])
 def test_a_split_must_be_a_plain_name(tmp_path, capsys, split):
     corpus = tmp_path / "corpus"
-    _datasetdict(corpus / "dd", ["train", split])
+    dd = corpus / "dd"
+    if split == "ABS":
+        split = str(tmp_path / "elsewhere")  # a dataset outside the corpus
+    _datasetdict(dd, ["train", split])
+    if isinstance(split, str) and "\0" not in split:  # where the split leads holds a real dataset
+        target = Path(split) if os.path.isabs(split) else dd / split
+        if not (target / "state.json").exists():
+            shutil.copytree(_dataset(tmp_path / "tmp-ds", ["secret " + DIRTY]), target, dirs_exist_ok=True)
     code, cap = _cli(
-        [corpus, "--local-data", ROOT, "--out-dir", tmp_path / "out", "--write-clean", tmp_path / "clean"], capsys
+        [dd, "--local-data", ROOT, "--out-dir", tmp_path / "out", "--write-clean", tmp_path / "clean"], capsys
     )
     assert code == 2
     _one_line_error(cap, "dataset_dict.json: split ")

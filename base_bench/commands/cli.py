@@ -161,8 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-cache",
         action="store_true",
-        help="for a .gguf model, neither read nor write the cache of converted models "
-        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
+        help="neither read nor write the cache folder: converted .gguf models, and the remembered digests "
+        "of model files (default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
     )
     p.add_argument(
         "--dist-timeout",

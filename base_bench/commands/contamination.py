@@ -132,7 +132,9 @@ def probe_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int("--threads"), metavar="N")
     p.add_argument("--revision", metavar="REV")
     p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--no-cache", action="store_true", help="for a .gguf model, bypass the converted-model cache")
+    p.add_argument(
+        "--no-cache", action="store_true", help="bypass the cache folder (converted .gguf models, file digests)"
+    )
     p.add_argument("--canary", metavar="TEXT", help="another canary string holding a GUID (default: the bundled set's)")
     p.add_argument(
         "--candidates",
