@@ -27,7 +27,7 @@ from base_bench.commands.cli import main
 from base_bench.errors import ModelError
 
 from fixtures import write_dataset
-from tiny_gguf import write_tiny_gguf
+from tiny_gguf import write_arch_gguf, write_tiny_gguf
 
 F32, Q4_K = 0, 12
 CPU = torch.device("cpu")
@@ -165,18 +165,9 @@ def test_fuzzed_headers_give_a_valid_header_or_one_clean_error(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"), reason="no llama-cpp")
 def test_a_names_newlines_do_not_reach_the_error_line(tmp_path):
-    import gguf
-    import numpy as np
-
     from base_bench.backends.llama_cpp import LlamaCppBackend
 
-    path = tmp_path / "arch.gguf"
-    w = gguf.GGUFWriter(str(path), "frob\nbase-bench: error: INJECTED")
-    w.add_tensor("x", np.zeros(4, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    path = write_arch_gguf(tmp_path / "arch.gguf", "frob\nbase-bench: error: INJECTED")
     with pytest.raises(ModelError) as ei:
         LlamaCppBackend.load(path)
     assert "\n" not in str(ei.value) and r"architecture 'frob\nbase-bench: error: INJECTED'" in str(ei.value)
