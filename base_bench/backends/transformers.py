@@ -162,8 +162,12 @@ class Located:
         return {**out, "model_args": self.model_args} if self.model_args else out
 
 
-def locate_model(spec, revision=None, token=None, trust_remote_code=False, gguf_file=None, model_args=None) -> Located:
-    """Find (for a Hub id, download) the model `spec` names; `gguf_file` picks one GGUF of a Hub repo."""
+def locate_model(
+    spec, revision=None, token=None, trust_remote_code=False, gguf_file=None, model_args=None, use_cache=True
+) -> Located:
+    """Find (for a Hub id, download) the model `spec` names; `gguf_file` picks one GGUF of a Hub repo.
+    A local one is fingerprinted by its content, remembered in the cache folder unless `use_cache`
+    is False (--no-cache)."""
     model_args = dict(model_args or {})
     check_request(gguf_file, model_args)
     kind = classify(spec)
@@ -193,7 +197,7 @@ def locate_model(spec, revision=None, token=None, trust_remote_code=False, gguf_
             where, kwargs["gguf_file"] = str(p.parent), p.name
         else:
             where = str(p)
-        info.update(path=str(p), revision=commit, fingerprint=fingerprint(p))
+        info.update(path=str(p), revision=commit, fingerprint=fingerprint(p, remember=use_cache))
     info["model_args"] = model_args
     return Located(spec, kind, where, kwargs, info, model_args)
 
@@ -254,10 +258,9 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
         if located.kind == "gguf":
             from . import gguf_cache
 
-            trust = located.kwargs.get("trust_remote_code", False)
-
-            def from_entry(entry):
-                return _from_pretrained(str(entry), dtype, placement=place, model_args=args, trust_remote_code=trust)
+            def from_entry(entry):  # an entry never runs code, whatever --trust-remote-code says: it may
+                # sit on a shared disk, and a GGUF needs no remote code
+                return _from_pretrained(str(entry), dtype, placement=place, model_args=args, trust_remote_code=False)
 
             def convert(model_args=None):
                 return _from_pretrained(located.where, dtype, model_args=model_args, **located.kwargs)
@@ -303,7 +306,7 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
 
 def load_model(spec, device, dtype, use_cache: bool = True, **where) -> Loaded:
     """locate_model(spec, **where) (revision, token, trust_remote_code, gguf_file, model_args), then load_located."""
-    located = locate_model(spec, **where)
+    located = locate_model(spec, use_cache=use_cache, **where)
     return load_located(located, device, dtype, use_cache=use_cache)
 
 

@@ -225,8 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-cache",
         action="store_true",
-        help="for a .gguf model, neither read nor write the cache of converted models "
-        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
+        help="neither read nor write the cache folder: converted .gguf models, and the remembered digests "
+        "of model files (default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
     )
     p.add_argument(
         "--dist-timeout",
@@ -297,8 +297,13 @@ def run(args) -> int:
                 trust_remote_code=args.trust_remote_code,
                 gguf_file=args.gguf_file,
                 model_args=model_args,
+                use_cache=not args.no_cache,
             )
-            adapter = locate_adapter(args.peft, args.peft_revision, source.token) if args.peft else None
+            adapter = (
+                locate_adapter(args.peft, args.peft_revision, source.token, use_cache=not args.no_cache)
+                if args.peft
+                else None
+            )
             identity = located.identity() if adapter is None else {**located.identity(), "adapter": adapter.identity()}
             if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
                 RunStore(out_dir).check(
@@ -403,7 +408,9 @@ def run_llama_cpp(args, model_args: dict) -> int:
             f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one (give a Hub repo's "
             "file with --gguf-file NAME, or use --backend transformers for a Hub id or a model directory)"
         )
-    located = locate_model(args.model, revision=args.revision, token=source.token, gguf_file=args.gguf_file)
+    located = locate_model(
+        args.model, revision=args.revision, token=source.token, gguf_file=args.gguf_file, use_cache=not args.no_cache
+    )
     header = read_header(Path(located.info["path"]))  # not a GGUF, truncated: one line, before loading
     device = gpu_offload(args.device)[2]
     RunStore(out_dir).check(
@@ -413,7 +420,9 @@ def run_llama_cpp(args, model_args: dict) -> int:
         args.resume,
     )
     t0 = time.perf_counter()
-    backend = LlamaCppBackend.load(located.info["path"], device=args.device, threads=args.threads)
+    backend = LlamaCppBackend.load(
+        located.info["path"], device=args.device, threads=args.threads, use_cache=not args.no_cache
+    )
     tokenizer, cache = load_tokenizer(located.info["path"], use_cache=not args.no_cache)
     info = {
         **located.info,

@@ -10,6 +10,7 @@
     key_values(args.model_arg, "--model-arg")    # {"attn_implementation": "eager"}; a repeated KEY refused
     add_data_flags(p, default="hub")             # --data bundled|hub|PATH, and --local-data DIR
     spec = data_choice(args, default="hub")      # "bundled", "hub" or a Path, as open_data takes it
+    p.add_argument("--max-line-bytes", type=byte_count("--max-line-bytes"))   # 67108864 or 64MiB
 
 The subcommands (`cli`, `compare`, `leaderboard`, `trajectory`) import from here, never from each
 other.
@@ -55,6 +56,24 @@ def positive_float(name: str):
             raise argparse.ArgumentTypeError(f"{name} takes a number, not {text!r}") from None
         if not 0 < v < float("inf"):
             raise argparse.ArgumentTypeError(f"{name} must be a number above 0, not {text}")
+        return v
+
+    return parse
+
+
+_UNITS = {"": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+
+
+def byte_count(name: str):
+    """An argparse type: a number of bytes of at least 1, plain or with KiB, MiB or GiB (`64MiB`)."""
+
+    def parse(text):
+        m = re.fullmatch(r"\s*(\d+)\s*([kmg]ib)?\s*", text, re.IGNORECASE)
+        if not m:
+            raise argparse.ArgumentTypeError(f"{name} takes a number of bytes (e.g. 67108864 or 64MiB), not {text!r}")
+        v = int(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
+        if v < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be 1 or more, not {text!r}")
         return v
 
     return parse

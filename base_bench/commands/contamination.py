@@ -25,6 +25,7 @@ from .cliargs import (
     add_data_flags,
     add_key_value_flag,
     add_out_dir,
+    byte_count,
     data_choice,
     fail,
     key_values,
@@ -40,6 +41,8 @@ def _out_dir(p, required: bool, what: str):
 
 
 def scan_parser() -> argparse.ArgumentParser:
+    from ..contamination.corpus import MAX_LINE_BYTES
+
     p = Parser(
         prog="base-bench contamination scan",
         description="Find the benchmark's items in a training corpus (datatrove readers, an n-gram filter built "
@@ -67,6 +70,15 @@ def scan_parser() -> argparse.ArgumentParser:
         "--skip-bad",
         action="store_true",
         help="note an unreadable file (or one with a bad line) in the report and go on, instead of stopping",
+    )
+    p.add_argument(
+        "--max-line-bytes",
+        type=byte_count("--max-line-bytes"),
+        default=MAX_LINE_BYTES,
+        metavar="N",
+        help="the longest line read from a JSONL file (counted after decompression), .txt file, or Parquet or "
+        "datasets text value, in bytes (or KiB, MiB, GiB: 64MiB); a longer one makes its file bad "
+        f"(stop, or note it and go on with --skip-bad); default {MAX_LINE_BYTES >> 20}MiB",
     )
     p.add_argument(
         "--workers",
@@ -120,7 +132,9 @@ def probe_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int("--threads"), metavar="N")
     p.add_argument("--revision", metavar="REV")
     p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--no-cache", action="store_true", help="for a .gguf model, bypass the converted-model cache")
+    p.add_argument(
+        "--no-cache", action="store_true", help="bypass the cache folder (converted .gguf models, file digests)"
+    )
     p.add_argument("--canary", metavar="TEXT", help="another canary string holding a GUID (default: the bundled set's)")
     p.add_argument(
         "--candidates",
@@ -185,6 +199,7 @@ def run_scan(args) -> int:
         executor=args.executor,
         executor_options=key_values(args.executor_option, "--executor-option"),
         max_documents=args.max_documents,
+        max_line_bytes=args.max_line_bytes,
         verbose=args.verbose,
         progress=print,
     )
@@ -219,7 +234,9 @@ def run_probe(args) -> int:
     dtype = resolve_dtype(args.dtype, device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    located = locate_model(args.model, revision=args.revision, trust_remote_code=args.trust_remote_code)
+    located = locate_model(
+        args.model, revision=args.revision, trust_remote_code=args.trust_remote_code, use_cache=not args.no_cache
+    )
     t0 = time.perf_counter()
     loaded = load_located(located, device, dtype, use_cache=not args.no_cache)
     res = probe_canary(
