@@ -26,7 +26,17 @@ from ..engine.distributed import rank_from_env
 from ..errors import BaseBenchError, StorageError
 from ..items import card
 from ..version import __version__
-from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
+from .cliargs import (
+    DEVICE_MAPS,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+    Parser,
+    fail,
+    key_value_arg,
+    key_values,
+    max_memory,
+    positive_int,
+)
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
 
@@ -58,9 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend",
         default="transformers",
-        choices=["transformers", "llama.cpp"],
-        help="what computes the scores: transformers (torch; a .gguf is dequantized, the default) or "
-        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]')",
+        choices=["transformers", "llama.cpp", "vllm"],
+        help="what computes the scores: transformers (torch; a .gguf is dequantized, the default), "
+        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]') or "
+        "vllm (a Hub id or a model directory run by vLLM in this process; needs vLLM in its own venv)",
     )
     p.add_argument(
         "--device",
@@ -172,6 +183,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
         "collective before giving up (default 600)",
     )
+    p.add_argument(
+        "--tensor-parallel-size",
+        type=positive_int("--tensor-parallel-size"),
+        metavar="N",
+        help="with --backend vllm: split each layer over N GPUs (vLLM's tensor parallelism; default 1)",
+    )
+    p.add_argument(
+        "--pipeline-parallel-size",
+        type=positive_int("--pipeline-parallel-size"),
+        metavar="N",
+        help="with --backend vllm: split the layers into N stages (vLLM's pipeline parallelism; default 1)",
+    )
+    p.add_argument(
+        "--vllm-arg",
+        action="append",
+        default=[],
+        type=key_value_arg("--vllm-arg"),
+        metavar="KEY=VALUE",
+        help="with --backend vllm: pass KEY=VALUE on to vllm.LLM (repeatable; VALUE read as JSON when it "
+        "parses, else as text), e.g. --vllm-arg max_model_len=4096 --vllm-arg gpu_memory_utilization=0.8",
+    )
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
@@ -195,8 +227,11 @@ def resolve_out_dir(args) -> Path:
 
 def run(args) -> int:
     _check_peft(args)
+    _check_vllm_flags(args)
     if args.backend == "llama.cpp":
         return run_llama_cpp(args)
+    if args.backend == "vllm":
+        return run_vllm(args)
     import torch
 
     from ..backends.adapters import apply_adapter, locate_adapter
@@ -348,6 +383,126 @@ def run_llama_cpp(args) -> int:
         progress=True,
         model_info=info,
     )
+    print("\n".join(summary_lines(report)))
+    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+    return 0
+
+
+def _check_vllm_flags(args) -> None:
+    """--tensor-parallel-size, --pipeline-parallel-size and --vllm-arg belong to --backend vllm."""
+    from ..errors import UsageError
+
+    if getattr(args, "backend", "transformers") == "vllm":
+        return
+    given = [
+        flag
+        for flag, value in (
+            ("--tensor-parallel-size", getattr(args, "tensor_parallel_size", None)),
+            ("--pipeline-parallel-size", getattr(args, "pipeline_parallel_size", None)),
+            ("--vllm-arg", getattr(args, "vllm_arg", None)),
+        )
+        if value
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --backend vllm only, "
+            f"not to --backend {args.backend}"
+        )
+
+
+def run_vllm(args) -> int:
+    """--backend vllm: a Hub id or a model directory run by vllm.LLM in this process, scored by the
+    same evaluate(). Everything that can be refused is checked before the engine starts (minutes)."""
+    import torch
+
+    from ..backends import vllm as vb
+    from ..backends.transformers import classify, dtype_name, locate_model, resolve_dtype
+    from ..engine.distributed import world_from_env
+    from ..engine.runstore import RunStore
+    from ..errors import ModelError, UsageError
+    from ..evaluation import evaluate, run_signature
+    from ..items.datasource import HUB, open_data
+    from ..results.report import summary_lines
+
+    unused = [
+        flag
+        for flag, given in (
+            ("--threads", args.threads),
+            ("--device-map", args.device_map),
+            ("--max-memory", args.max_memory),
+            ("--offload-folder", args.offload_folder),
+        )
+        if given
+    ]
+    if unused:
+        raise UsageError(
+            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend vllm, which "
+            "places the model and sets its threads itself (see --tensor-parallel-size, --pipeline-parallel-size "
+            "and --vllm-arg)"
+        )
+    if world_from_env() > 1:
+        raise UsageError(
+            "--backend vllm runs in one process and spreads the model itself: use --tensor-parallel-size "
+            "and --pipeline-parallel-size, not torchrun"
+        )
+    vllm_args = vb.check_vllm_args(key_values(args.vllm_arg, "--vllm-arg"))
+    vb.check_model_kind(classify(args.model), args.model)  # a GGUF: one line, before vLLM is imported
+    vb.check_vllm_args(vllm_args, vb.engine_arg_names(vb.import_vllm()))
+    device = vb.device_type()
+    if args.device not in ("auto", device):
+        raise UsageError(
+            f"--device {args.device}: this vLLM ({vb.vllm_version()}) computes on {device}; drop --device "
+            "(pick GPUs with CUDA_VISIBLE_DEVICES)"
+        )
+    out_dir = resolve_out_dir(args)
+    source = open_data(args.local_data if args.local_data else HUB)
+    located = locate_model(
+        args.model, revision=args.revision, token=source.token, trust_remote_code=args.trust_remote_code
+    )
+    dtype = dtype_name(resolve_dtype(args.dtype, torch.device(device)))
+    tokenizer = vb.load_tokenizer(located.where, args.trust_remote_code)
+    identity = vb.run_identity(located.identity(), tokenizer, vllm_args)
+    RunStore(out_dir).check(
+        run_signature(identity, source.dataset.sha256, args.add_bos, dtype, device, "vllm"), args.resume
+    )
+    t0 = time.perf_counter()
+    backend = vb.VllmBackend.load(
+        located.where,
+        tokenizer,
+        spec=args.model,
+        dtype=dtype,
+        tensor_parallel_size=args.tensor_parallel_size or 1,
+        pipeline_parallel_size=args.pipeline_parallel_size or 1,
+        vllm_args=vllm_args,
+        trust_remote_code=args.trust_remote_code,
+    )
+    try:
+        if backend.dtype != dtype:
+            raise ModelError(
+                f"vLLM runs {args.model} in {backend.dtype}, not the {dtype} asked for; pass --dtype {backend.dtype}"
+            )
+        info = {
+            **located.info,
+            "cache": {"status": "not-gguf", "path": None},
+            "revision_requested": args.revision,
+            "trust_remote_code": bool(args.trust_remote_code),
+            "identity": identity,
+            "load_s": round(time.perf_counter() - t0, 3),
+        }
+        report = evaluate(
+            backend,
+            tokenizer,
+            source,
+            limit=args.limit,
+            batch_size=args.batch_size,
+            add_bos=args.add_bos,
+            out_dir=out_dir,
+            resume=args.resume,
+            progress=True,
+            model_info=info,
+        )
+    finally:
+        backend.close()
     print("\n".join(summary_lines(report)))
     print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
     return 0

@@ -1,6 +1,8 @@
 """What every `base-bench` subcommand shares on the command line: argument types and exit codes.
 
     p.add_argument("--limit", type=positive_int("--limit"))
+    p.add_argument("--model-arg", action="append", default=[], type=key_value_arg("--model-arg"))
+    key_values(args.model_arg, "--model-arg")    # {"attn_implementation": "eager"}; a repeated KEY refused
     return fail(exc)                 # a user error: one `base-bench: error: ...` line, EXIT_USAGE
     return fail(exc, EXIT_STORAGE)   # the same line for a run file that could not be written
 
@@ -11,8 +13,11 @@ other.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+
+from ..errors import UsageError
 
 EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in use by another process)
 EXIT_STORAGE = 74  # EX_IOERR of sysexits.h: a run file could not be written (disk full, I/O error)
@@ -64,6 +69,50 @@ def max_memory(text: str) -> dict:
         out[key] = size if re.search(r"[A-Za-z]", size) else int(size)
     if not out:
         raise argparse.ArgumentTypeError("--max-memory is empty")
+    return out
+
+
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _no_constant(name: str):
+    raise ValueError(name)  # NaN, Infinity, -Infinity: not JSON, so kept as text
+
+
+def key_value_arg(flag: str):
+    """An argparse type for a repeatable `FLAG KEY=VALUE` (with action="append"): (KEY, VALUE).
+
+    KEY is what comes before the first "=", and must be a Python identifier (it becomes a keyword
+    argument). VALUE, all that follows it, is read as JSON when it parses as JSON, else kept as the
+    text it is: `true` is True, `2` is 2, `0.5` is 0.5, `null` is None, `[1, 2]` a list,
+    `{"type": "linear", "factor": 2.0}` a dict, `'"2"'` (quoted for the shell) the string "2";
+    `eager`, `04:00:00` and the empty text stay strings, as do NaN and Infinity (not JSON).
+    A bad pair gets one line naming the flag, which shows the KEY but never the VALUE (it may be a
+    secret). Repeated keys are for `key_values` to refuse."""
+
+    def parse(text: str):
+        key, sep, value = text.partition("=")
+        if not sep or not KEY.fullmatch(key):
+            shown = f"{key}=..." if sep else text  # never the value: it may be a secret
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes KEY=VALUE with KEY a Python identifier (e.g. {flag} attn_implementation=sdpa), "
+                f"not {shown!r}"
+            )
+        try:
+            return key, json.loads(value, parse_constant=_no_constant)
+        except ValueError:
+            return key, value
+
+    return parse
+
+
+def key_values(pairs, flag: str) -> dict:
+    """The (KEY, VALUE) pairs of a repeated `key_value_arg` flag as a dict; UsageError for a KEY given twice."""
+    out: dict = {}
+    for key, value in pairs or []:
+        if key in out:
+            raise UsageError(f"{flag} {key}=... is given twice; give it once")
+        out[key] = value
     return out
 
 
