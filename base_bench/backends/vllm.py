@@ -238,7 +238,8 @@ class VllmBackend(Backend):
         self.model_name = self._spec
         self.device = torch.device(device_type())
         self.dtype = str(model.dtype).removeprefix("torch.")
-        self.window = int(model.max_model_len)
+        self.max_model_len = int(model.max_model_len)
+        self.window = self.max_model_len - 1  # vLLM refuses a prompt that leaves no room for the 1 token generated
         self.vocab_size = int(model.get_vocab_size())
         self.expects_bos = tokenizer_adds_bos(tokenizer)
         self.parallel = {
@@ -304,7 +305,7 @@ class VllmBackend(Backend):
                 "version": vllm_version(),
                 "device": str(self.device),
                 **self.parallel,
-                "max_model_len": self.window,
+                "max_model_len": self.max_model_len,
                 "enable_prefix_caching": self.prefix_caching,
                 "skip_reading_prefix_cache": True,
                 "args": self.vllm_args,

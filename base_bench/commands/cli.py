@@ -238,9 +238,8 @@ def run(args) -> int:
     from ..backends.transformers import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
     from ..engine.distributed import init_from_env, world_from_env
     from ..engine.runstore import RunStore
-    from ..evaluation import evaluate, run_signature
+    from ..evaluation import run_signature
     from ..items.datasource import HUB, open_data
-    from ..results.report import summary_lines
 
     out_dir = resolve_out_dir(args)
     placement = _placement(args, world_from_env())
@@ -273,27 +272,35 @@ def run(args) -> int:
             "load_s": round(time.perf_counter() - t0, 3),
             **({"adapter": adapter.info} if adapter else {}),
         }
-        report = evaluate(
-            model,
-            loaded.tokenizer,
-            source,
-            limit=args.limit,
-            batch_size=args.batch_size,
-            add_bos=args.add_bos,
-            out_dir=out_dir,
-            resume=args.resume,
-            progress=True,
-            model_info=info,
-        )
-        if ranks.is_main:
-            print("\n".join(summary_lines(report)))
-            print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-        return 0
+        return _score(args, model, loaded.tokenizer, source, out_dir, info, speak=ranks.is_main)
     finally:
         if owned:
             from ..engine.distributed import leave
 
             leave(failed=sys.exc_info()[0] is not None)
+
+
+def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: bool = True) -> int:
+    """evaluate() with the run's flags, then the summary and where the files went (by rank 0)."""
+    from ..evaluation import evaluate
+    from ..results.report import summary_lines
+
+    report = evaluate(
+        model,
+        tokenizer,
+        source,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        add_bos=args.add_bos,
+        out_dir=out_dir,
+        resume=args.resume,
+        progress=True,
+        model_info=info,
+    )
+    if speak:
+        print("\n".join(summary_lines(report)))
+        print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+    return 0
 
 
 def _check_peft(args) -> None:
@@ -318,27 +325,20 @@ def run_llama_cpp(args) -> int:
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
-    from ..evaluation import evaluate, run_signature
+    from ..evaluation import run_signature
     from ..items.datasource import HUB, open_data
-    from ..results.report import summary_lines
 
-    unused = [
-        flag
-        for flag, given in (
+    _refuse_flags(
+        [
             ("--dtype", args.dtype != "auto"),
             ("--device-map", args.device_map),
             ("--max-memory", args.max_memory),
             ("--offload-folder", args.offload_folder),
             ("--revision", args.revision),
             ("--trust-remote-code", args.trust_remote_code),
-        )
-        if given
-    ]
-    if unused:
-        raise UsageError(
-            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
-            "which runs the GGUF file as it is quantized, on --device"
-        )
+        ],
+        "--backend llama.cpp, which runs the GGUF file as it is quantized, on --device",
+    )
     if world_from_env() > 1:
         raise UsageError(
             "--backend llama.cpp runs in one process; torchrun is for the transformers backend "
@@ -371,43 +371,30 @@ def run_llama_cpp(args) -> int:
         "identity": located.identity(),
         "load_s": round(time.perf_counter() - t0, 3),
     }
-    report = evaluate(
-        backend,
-        tokenizer,
-        source,
-        limit=args.limit,
-        batch_size=args.batch_size,
-        add_bos=args.add_bos,
-        out_dir=out_dir,
-        resume=args.resume,
-        progress=True,
-        model_info=info,
-    )
-    print("\n".join(summary_lines(report)))
-    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-    return 0
+    return _score(args, backend, tokenizer, source, out_dir, info)
 
 
 def _check_vllm_flags(args) -> None:
     """--tensor-parallel-size, --pipeline-parallel-size and --vllm-arg belong to --backend vllm."""
-    from ..errors import UsageError
-
     if getattr(args, "backend", "transformers") == "vllm":
         return
-    given = [
-        flag
-        for flag, value in (
+    _refuse_flags(
+        [
             ("--tensor-parallel-size", getattr(args, "tensor_parallel_size", None)),
             ("--pipeline-parallel-size", getattr(args, "pipeline_parallel_size", None)),
             ("--vllm-arg", getattr(args, "vllm_arg", None)),
-        )
-        if value
-    ]
-    if given:
-        raise UsageError(
-            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --backend vllm only, "
-            f"not to --backend {args.backend}"
-        )
+        ],
+        f"--backend {args.backend}; they are for --backend vllm",
+    )
+
+
+def _refuse_flags(given: list[tuple[str, object]], what: str) -> None:
+    """UsageError naming every flag of `given` that was set: "--a, --b do not apply to WHAT"."""
+    from ..errors import UsageError
+
+    unused = [flag for flag, value in given if value]
+    if unused:
+        raise UsageError(f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to {what}")
 
 
 def run_vllm(args) -> int:
@@ -420,26 +407,19 @@ def run_vllm(args) -> int:
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import ModelError, UsageError
-    from ..evaluation import evaluate, run_signature
+    from ..evaluation import run_signature
     from ..items.datasource import HUB, open_data
-    from ..results.report import summary_lines
 
-    unused = [
-        flag
-        for flag, given in (
+    _refuse_flags(
+        [
             ("--threads", args.threads),
             ("--device-map", args.device_map),
             ("--max-memory", args.max_memory),
             ("--offload-folder", args.offload_folder),
-        )
-        if given
-    ]
-    if unused:
-        raise UsageError(
-            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend vllm, which "
-            "places the model and sets its threads itself (see --tensor-parallel-size, --pipeline-parallel-size "
-            "and --vllm-arg)"
-        )
+        ],
+        "--backend vllm, which places the model and sets its threads itself (see --tensor-parallel-size, "
+        "--pipeline-parallel-size and --vllm-arg)",
+    )
     if world_from_env() > 1:
         raise UsageError(
             "--backend vllm runs in one process and spreads the model itself: use --tensor-parallel-size "
@@ -489,23 +469,9 @@ def run_vllm(args) -> int:
             "identity": identity,
             "load_s": round(time.perf_counter() - t0, 3),
         }
-        report = evaluate(
-            backend,
-            tokenizer,
-            source,
-            limit=args.limit,
-            batch_size=args.batch_size,
-            add_bos=args.add_bos,
-            out_dir=out_dir,
-            resume=args.resume,
-            progress=True,
-            model_info=info,
-        )
+        return _score(args, backend, tokenizer, source, out_dir, info)
     finally:
         backend.close()
-    print("\n".join(summary_lines(report)))
-    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-    return 0
 
 
 def _placement(args, world: int):
