@@ -344,7 +344,7 @@ def run_signature(
         "data_sha256": data_sha256,
         "add_bos": bool(add_bos),
         "dtype": dtype,
-        "device_type": torch.device(device).type,
+        "device_type": getattr(device, "type", None) or torch.device(device).type,
         **extra,
     }
 

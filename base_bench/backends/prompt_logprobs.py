@@ -45,9 +45,10 @@ import random
 from collections.abc import Callable, Sequence
 
 from ..engine.scoring import Encoded
-from ..errors import ModelError, ScoringError
+from ..errors import EngineCheckError, ScoringError
 from ..items.records import ChoiceScore
 
+__all__ = ["EngineCheckError", "PromptLogprobs", "PromptScorer", "check_engine"]
 log = logging.getLogger("base_bench")
 
 PromptLogprobs = Callable[[list[list[int]]], list[list[float | None]]]
@@ -62,10 +63,6 @@ KNOWN = (
     "server (refuses token-id prompts, log-probs one position off) and llama.cpp's server (log-probs "
     "for the generated token only)"
 )
-
-
-class EngineCheckError(ModelError):
-    """The engine's prompt log-probs cannot be trusted; one line says what it did wrong."""
 
 
 class PromptScorer:

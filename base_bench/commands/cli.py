@@ -35,10 +35,13 @@ from .cliargs import (
     key_value_arg,
     key_values,
     max_memory,
+    positive_float,
     positive_int,
 )
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
+SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
+SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
 
 
 def _batch_size(text):
@@ -68,10 +71,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend",
         default="transformers",
-        choices=["transformers", "llama.cpp", "vllm"],
+        choices=["transformers", "llama.cpp", "server", "vllm"],
         help="what computes the scores: transformers (torch; a .gguf is dequantized, the default), "
-        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]') or "
-        "vllm (a Hub id or a model directory run by vLLM in this process; needs vLLM in its own venv)",
+        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]'), "
+        "server (a model behind an OpenAI-compatible /v1/completions server such as vLLM, at --base-url; "
+        "--model is then its served name), or vllm (a Hub id or a model directory run by vLLM in this "
+        "process; needs vLLM in its own venv)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="with --backend server: the server's OpenAI-compatible root, e.g. http://127.0.0.1:8000/v1",
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="DIR|HUB_ID|FILE.gguf",
+        help="with --backend server: the served model's tokenizer (default: the model root the server "
+        "reports in /v1/models, where that is a folder here or a Hub id)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="with --backend server: the environment variable that holds the server's API key (sent as a "
+        "bearer token; never printed or written)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=positive_int("--concurrency"),
+        metavar="N",
+        help=f"with --backend server: requests in flight at once (default {SERVER_CONCURRENCY}); scores do not depend on it",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=positive_float("--request-timeout"),
+        metavar="S",
+        help=f"with --backend server: seconds one request may take before it is tried again (default {SERVER_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=positive_int("--max-retries", low=0),
+        metavar="N",
+        help="with --backend server: how many times a request that failed (no connection, a timeout, HTTP 429 "
+        f"or 5xx) is tried again, waiting twice as long each time (default {SERVER_RETRIES})",
     )
     p.add_argument(
         "--device",
@@ -227,9 +268,12 @@ def resolve_out_dir(args) -> Path:
 
 def run(args) -> int:
     _check_peft(args)
+    _check_server_flags(args)
     _check_vllm_flags(args)
     if args.backend == "llama.cpp":
         return run_llama_cpp(args)
+    if args.backend == "server":
+        return run_server(args)
     if args.backend == "vllm":
         return run_vllm(args)
     import torch
@@ -372,6 +416,72 @@ def run_llama_cpp(args) -> int:
         "load_s": round(time.perf_counter() - t0, 3),
     }
     return _score(args, backend, tokenizer, source, out_dir, info)
+
+
+def _check_server_flags(args) -> None:
+    """The server flags go with --backend server, which needs --base-url and computes nothing here."""
+    from ..errors import UsageError
+
+    given = [f"--{f.replace('_', '-')}" for f in SERVER_FLAGS if getattr(args, f, None) is not None]
+    if args.backend != "server":
+        if given:
+            raise UsageError(f"{', '.join(given)} only work{'s' if len(given) == 1 else ''} with --backend server")
+        return
+    if not args.base_url:
+        raise UsageError("--backend server needs --base-url, the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
+    _refuse_flags(
+        [
+            ("--device", args.device != "auto"),
+            ("--dtype", args.dtype != "auto"),
+            ("--threads", args.threads),
+            ("--device-map", args.device_map),
+            ("--max-memory", args.max_memory),
+            ("--offload-folder", args.offload_folder),
+            ("--revision", args.revision),
+            ("--trust-remote-code", args.trust_remote_code),
+        ],
+        "--backend server: the server runs the model as it was started",
+    )
+
+
+def run_server(args) -> int:
+    """--backend server: a model behind an OpenAI-compatible server, scored by the same evaluate().
+    Everything that can refuse the run (the server, its model, the tokenizer, --resume, the server
+    check) is done before evaluate() writes anything."""
+    from ..backends.server import ServerBackend
+    from ..engine.distributed import world_from_env
+    from ..engine.runstore import RunStore
+    from ..errors import UsageError
+    from ..evaluation import run_signature
+    from ..items.datasource import HUB, open_data
+
+    if world_from_env() > 1:
+        raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
+    out_dir = resolve_out_dir(args)
+    source = open_data(args.local_data if args.local_data else HUB)
+    t0 = time.perf_counter()
+    backend = ServerBackend(
+        args.base_url,
+        args.model,
+        args.tokenizer,
+        api_key_env=args.api_key_env,
+        concurrency=args.concurrency or SERVER_CONCURRENCY,
+        request_timeout=args.request_timeout or SERVER_TIMEOUT,
+        max_retries=SERVER_RETRIES if args.max_retries is None else args.max_retries,
+    )
+    try:
+        backend.open()
+        signature = run_signature(
+            backend.identity(), source.dataset.sha256, args.add_bos, backend.dtype, backend.device, backend.name
+        )
+        RunStore(out_dir).check(signature, args.resume)
+        items = source.dataset.items[: args.limit] if args.limit else source.dataset.items
+        tokenize = backend.check_tokenizer(items)
+        backend.check()
+        info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
+        return _score(args, backend, backend.tokenizer, source, out_dir, info)
+    finally:
+        backend.close()
 
 
 def _check_vllm_flags(args) -> None:

@@ -23,16 +23,31 @@ EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in us
 EXIT_STORAGE = 74  # EX_IOERR of sysexits.h: a run file could not be written (disk full, I/O error)
 
 
-def positive_int(name: str):
-    """An argparse type: a whole number of at least 1, with a message naming the flag."""
+def positive_int(name: str, low: int = 1):
+    """An argparse type: a whole number of at least `low` (1 unless given), with a message naming the flag."""
 
     def parse(text):
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} takes a whole number, not {text!r}") from None
-        if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be 1 or more, not {v}")
+        if v < low:
+            raise argparse.ArgumentTypeError(f"{name} must be {low} or more, not {v}")
+        return v
+
+    return parse
+
+
+def positive_float(name: str):
+    """An argparse type: a finite number above 0, with a message naming the flag."""
+
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} takes a number, not {text!r}") from None
+        if not 0 < v < float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a number above 0, not {text}")
         return v
 
     return parse
