@@ -219,8 +219,9 @@ def prompt_logprobs(llm, prompts: list[list[int]]) -> list[list[float | None]]:
 
 class VllmBackend(Backend):
     """A `vllm.LLM` started by base-bench on a local folder (a Hub model is downloaded first), as the
-    Backend `evaluate()` asks (see backends/base.py). dtype, window (max_model_len), vocab_size and
-    the parallel sizes are the engine's own, read back from its configuration."""
+    Backend `evaluate()` asks (see backends/base.py). dtype, window (max_model_len less the token each
+    request generates), vocab_size and the parallel sizes are the engine's own, read back from its
+    configuration."""
 
     name = "vllm"
 
