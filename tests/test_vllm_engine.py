@@ -123,7 +123,14 @@ def test_report_records_vllm(ran):
 def test_resume_with_another_dtype_is_refused_before_the_engine_starts(ran):
     got, _, stderr = ran
     assert got["resume_other_dtype_rc"] == 2
-    assert "dtype" in stderr.split("base-bench: error:")[-1].splitlines()[0]
+    refused = stderr.split("base-bench: error: --resume refused:")[-1]
+    assert "differs in" in refused and "dtype: run has 'float32', now 'bfloat16'" in refused, refused[:500]
+
+
+def test_a_vllm_arg_that_vllm_does_not_take_is_refused(ran):
+    got, _, stderr = ran
+    assert got["unknown_arg_rc"] == 2
+    assert "--vllm-arg max_modl_len=...: vllm.LLM (vLLM 0.32.0) takes no argument of that name" in stderr
 
 
 def test_a_prompt_as_long_as_the_window_is_scored(ran):

@@ -4,7 +4,7 @@ started by the CLI, then kept to ask it more. Writes what it saw as JSON.
     python tests/vllmrun.py MODEL_DIR DATA.jsonl OUT_DIR RESULT.json
 
 1. `base-bench --backend vllm` on DATA (batch size 2), through cli.main, as a user runs it;
-2. --resume with another dtype: refused before any engine starts;
+2. --resume with another dtype, and a --vllm-arg vLLM does not take: refused before any engine starts;
 3. on the same engine (its close deferred to the end): the raw `generate` output for
    prompt_logprobs=0, the `prompt_logprobs` engine function, and `evaluate` at batch size 1 and 8.
 
@@ -40,6 +40,7 @@ def main() -> int:
         try:
             got["rc"] = cli(argv)
             got["resume_other_dtype_rc"] = cli([*argv, "--resume", "--dtype", "bfloat16"])
+            got["unknown_arg_rc"] = cli([*argv, "--vllm-arg", "max_modl_len=1"])  # refused before any engine
             backend = kept[0]
             from vllm.inputs import TokensPrompt
 

@@ -86,11 +86,18 @@ def import_vllm():
     try:
         import vllm
     except ImportError as exc:
-        if getattr(exc, "name", None) not in (None, "vllm") and not str(exc).startswith("No module named 'vllm"):
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise ModelError(f"vLLM is installed but does not import ({first}); {INSTALL_HINT}") from None
-        raise ModelError(f"--backend vllm needs vLLM, which is not installed in this Python; {INSTALL_HINT}") from None
+        if getattr(exc, "name", None) in (None, "vllm") or str(exc).startswith("No module named 'vllm"):
+            raise ModelError(
+                f"--backend vllm needs vLLM, which is not installed in this Python; {INSTALL_HINT}"
+            ) from None
+        raise ModelError(f"vLLM is installed but does not import ({_first_line(exc)}); {INSTALL_HINT}") from None
+    except (RuntimeError, OSError) as exc:  # e.g. a torchvision built for another torch
+        raise ModelError(f"vLLM is installed but does not import ({_first_line(exc)}); {INSTALL_HINT}") from None
     return vllm
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def vllm_version() -> str | None:
@@ -165,8 +172,7 @@ def load_tokenizer(where: str, trust_remote_code: bool = False):
     try:
         return AutoTokenizer.from_pretrained(where, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001 - one line for the user
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise ModelError(f"could not load the tokenizer of {where}: {first}") from None
+        raise ModelError(f"could not load the tokenizer of {where}: {_first_line(exc)}") from None
 
 
 # ------------------------------------------------------------------------------------ the engine
@@ -282,8 +288,7 @@ class VllmBackend(Backend):
         try:
             llm = vllm.LLM(**kwargs)
         except Exception as exc:  # noqa: BLE001 - one line for the user; vLLM has logged the details
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            raise ModelError(f"vLLM {vllm_version()} could not start on {spec or where}: {first}") from None
+            raise ModelError(f"vLLM {vllm_version()} could not start on {spec or where}: {_first_line(exc)}") from None
         return cls(llm, tokenizer, where, spec=spec, vllm_args=args)
 
     def close(self) -> None:
