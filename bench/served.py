@@ -67,6 +67,7 @@ def bench_run(name: str, out: Path, argv: list[str], data: list[str], lock: bool
         "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
     }
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
+    load_before = uptime()
     t = time.perf_counter()
     with open(out / f"{name}.log", "w") as log:
         p = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -76,6 +77,7 @@ def bench_run(name: str, out: Path, argv: list[str], data: list[str], lock: bool
     rep = json.loads((run_dir / "report.json").read_text())
     rep["_wall_s"] = wall
     (out / f"{name}.wall").write_text(f"{wall:.3f}")
+    (out / f"{name}.uptime").write_text(f"{load_before}\n{uptime()}\n")
     return rep
 
 
@@ -119,20 +121,19 @@ def stop_server(proc) -> None:
         pass
 
 
-def fed_tokens(model_dir: str, data_args: list[str], limit: int | None) -> int:
-    """Context + continuation tokens of every choice of the items scored (the ids encode_item makes)."""
+def fed_tokens(model_dir: str, data_dir: str) -> dict[str, int]:
+    """Per item: context + continuation tokens of every choice (the ids encode_item makes)."""
     from transformers import AutoTokenizer
 
     from base_bench.engine.scoring import encode_item
     from base_bench.items.datasource import open_data
 
     tok = AutoTokenizer.from_pretrained(model_dir)
-    items = open_data(data_args[1]).dataset.items[:limit]
-    total = 0
-    for it in items:
+    fed = {}
+    for it in open_data(data_dir).dataset.items:
         e = encode_item(tok, it, window=2047)
-        total += sum(len(e.context) + len(c) for c in e.continuations)
-    return total
+        fed[it.id] = sum(len(e.context) + len(c) for c in e.continuations)
+    return fed
 
 
 def scores(rep: dict) -> dict:
@@ -164,7 +165,8 @@ def compare(out: Path, a: str, b: str) -> dict:
 
 
 def max_diff(a: dict, b: dict) -> float:
-    return max(abs(x - y) for k in a for x, y in zip(a[k], b[k]))
+    """Largest |Δ| per choice over the items both runs scored."""
+    return max(abs(x - y) for k in a.keys() & b.keys() for x, y in zip(a[k], b[k]))
 
 
 def main(argv=None) -> int:
@@ -176,6 +178,12 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, help="only the first N items (a quick look)")
     ap.add_argument("--batch-size", type=int, default=16, help="items per call for both vLLM backends (default 16)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument(
+        "--subset",
+        type=int,
+        help="score only the first N items at every concurrency but the highest (for a slow machine); "
+        "the highest runs them all, and the concurrencies are compared on the items they share",
+    )
     args = ap.parse_args(argv)
 
     out = Path(args.out)
@@ -183,35 +191,44 @@ def main(argv=None) -> int:
     data = ["--local-data", str(ROOT)] + (["--limit", str(args.limit)] if args.limit else [])
     model = ["--model", args.model_dir, "--dtype", "float32"]
     result: dict = {"model_dir": args.model_dir, "batch_size": args.batch_size, "uptime_start": uptime()}
-    result["fed_tokens"] = fed_tokens(args.model_dir, data, args.limit)
+    fed = fed_tokens(args.model_dir, str(ROOT))
 
     reps = {"transformers": bench_run("transformers", out, [*model, "--device", "cpu"], data)}
     bs = ["--batch-size", str(args.batch_size)]
     reps["vllm"] = bench_run("vllm", out, ["--backend", "vllm", *model, *VLLM_ARGS, *bs], data, lock=True)
 
     todo = [c for c in args.concurrency if not (out / f"server-c{c}.wall").is_file()]
+    reps_order = ["transformers", "vllm"] + [f"server-c{c}" for c in args.concurrency]
     with open(LOCK, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the server is a vLLM engine too
         server, base_url = start_server(args.model_dir, out / "vllm-server.log") if todo else (None, "")
         try:
-            for c in args.concurrency:
+            for c in sorted(args.concurrency, reverse=True):  # the full run first
                 served = ["--backend", "server", "--base-url", base_url, "--model", SERVED]
                 served += ["--tokenizer", args.model_dir, "--concurrency", str(c), *bs]
-                reps[f"server-c{c}"] = bench_run(f"server-c{c}", out, served, data)
+                part = data
+                if args.subset and c != max(args.concurrency):
+                    part = ["--local-data", str(ROOT), "--limit", str(min(args.subset, args.limit or args.subset))]
+                reps[f"server-c{c}"] = bench_run(f"server-c{c}", out, served, part)
         finally:
             if server is not None:
                 stop_server(server)
     result["uptime_end"] = uptime()
 
     speed = {}
-    for name, rep in reps.items():
+    for name in reps_order:
+        rep = reps[name]
         t = rep["timing"]["scoring_s"]
+        n_fed = sum(fed[i["id"]] for i in rep["items"])
         speed[name] = {
+            "items": len(rep["items"]),
+            "fed_tokens": n_fed,
             "scoring_s": t,
-            "fed_tokens_per_s": result["fed_tokens"] / t,
+            "fed_tokens_per_s": n_fed / t,
             "load_s": rep["timing"]["model_load_s"],
             "wall_s": rep["_wall_s"],
             "batch_size": rep["config"]["batch_size"],
+            "uptime": (out / f"{name}.uptime").read_text().splitlines() if (out / f"{name}.uptime").is_file() else None,
         }
     result["speed"] = speed
     best = max((n for n in speed if n.startswith("server")), key=lambda n: speed[n]["fed_tokens_per_s"])
@@ -219,7 +236,23 @@ def main(argv=None) -> int:
     result["served_best_vs_in_process"] = speed[best]["fed_tokens_per_s"] / speed["vllm"]["fed_tokens_per_s"]
 
     s = {n: scores(r) for n, r in reps.items()}
-    result["against_transformers"] = {n: compare(out, "transformers", n) for n in reps if n != "transformers"}
+    n_all = len(reps["transformers"]["items"])
+    result["against_transformers"] = {
+        n: compare(out, "transformers", n) for n in reps_order[1:] if len(reps[n]["items"]) == n_all
+    }
+    result["against_transformers_subsets"] = {
+        n: {
+            "items": len(reps[n]["items"]),
+            "max_abs": max_diff(s["transformers"], s[n]),
+            "predictions_differ": sum(
+                p[i["id"]] != i["prediction"]
+                for p in [{i["id"]: i["prediction"] for i in reps["transformers"]["items"]}]
+                for i in reps[n]["items"]
+            ),
+        }
+        for n in reps_order[1:]
+        if len(reps[n]["items"]) != n_all
+    }
     c_lo, c_hi = f"server-c{min(args.concurrency)}", f"server-c{max(args.concurrency)}"
     result["in_process_vs_served"] = {n: max_diff(s["vllm"], s[n]) for n in s if n.startswith("server")}
     result["concurrency_lo_vs_hi"] = {"pair": [c_lo, c_hi], "max_abs": max_diff(s[c_lo], s[c_hi])}
@@ -228,7 +261,7 @@ def main(argv=None) -> int:
     (out / "served.json").write_text(json.dumps(result, indent=1))
 
     n_items = len(reps["transformers"]["items"])
-    print(f"{n_items} items, {result['fed_tokens']} fed tokens; {result['uptime_start']}")
+    print(f"{n_items} items, {speed['transformers']['fed_tokens']} fed tokens; {result['uptime_start']}")
     print("\n| run | max abs diff vs transformers | median | predictions that differ | Elo diff (95% CI) |")
     print("|---|---|---|---|---|")
     for n, c in result["against_transformers"].items():
@@ -236,10 +269,13 @@ def main(argv=None) -> int:
             f"| {n} | {c['max_abs']:.2e} | {c['median_abs']:.2e} | {c['predictions_differ']} | "
             f"{c['elo_diff']:+.1f} ({c['elo_ci95'][0]:+.1f} to {c['elo_ci95'][1]:+.1f}) |"
         )
-    print("\n| run | scoring s | fed tokens/s | load s |")
-    print("|---|---|---|---|")
+    print("\n| run | items | fed tokens | scoring s | fed tokens/s | load s |")
+    print("|---|---|---|---|---|---|")
     for n, v in speed.items():
-        print(f"| {n} | {v['scoring_s']:.1f} | {v['fed_tokens_per_s']:.0f} | {v['load_s']} |")
+        print(
+            f"| {n} | {v['items']} | {v['fed_tokens']} | {v['scoring_s']:.1f} | {v['fed_tokens_per_s']:.0f} | "
+            f"{v['load_s']} |"
+        )
     print(f"\nin-process vs served max |diff|: {result['in_process_vs_served']}")
     print(f"concurrency {c_lo} vs {c_hi} max |diff|: {result['concurrency_lo_vs_hi']['max_abs']}")
     print(f"served at its best ({best}) / in-process: {result['served_best_vs_in_process']:.2f}")
