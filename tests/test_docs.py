@@ -165,7 +165,8 @@ def ci_steps(text: str) -> list[str]:
         for step in line.split(" && "):
             words = shlex.split(step)
             cmd = words[1:] if words and words[0].startswith("CMAKE_ARGS=") else words  # an env setting first
-            if cmd[:2] == ["pip", "install"] or cmd[:4] == ["python", "-m", "pip", "install"]:
+            pip = cmd[:1] and cmd[0].rsplit("/", 1)[-1] == "pip"  # pip, or a venv's: .venv-vllm/bin/pip
+            if (pip and cmd[1:2] in (["install"], ["uninstall"])) or cmd[:4] == ["python", "-m", "pip", "install"]:
                 words = [w for w in words if w != "-q"]
             steps.append(shlex.join(words))
     return steps

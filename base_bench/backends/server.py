@@ -232,7 +232,7 @@ class ServerBackend(Backend):
             if exc.status not in (400, 422, 500):
                 raise
             raise EngineCheckError(
-                f"{self.where} refused a prompt given as token ids ({exc.detail}); base-bench sends the token "
+                f"{self.where} refused a prompt given as token ids ({_clip(exc.detail, 160)}); base-bench sends the token "
                 f"ids of the card's tokenization, so the server must take them; {KNOWN}"
             ) from None
         choice = _choices(reply, 1, self.where)[0]
@@ -657,6 +657,10 @@ def _load_tokenizer(spec, root: str | None, where: str):
         raise ModelError(f"could not load the tokenizer {spec[:200]!r}: {first}") from None
 
 
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _short(v) -> str | None:
     return v[:100] if isinstance(v, str) else None
 
@@ -757,12 +761,20 @@ def _retry_after(headers: dict) -> float | None:
 
 
 def _transport_reason(exc) -> str:
-    text = str(exc).lower()
-    if "refused" in text:
+    """A few words on why a connection failed, from the exception and the errors it wraps."""
+    import httpx2
+
+    seen, e = [], exc
+    while e is not None and len(seen) < 8:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    if any(isinstance(x, ConnectionRefusedError) for x in seen):
         return "connection refused"
-    if "reset" in text:
+    if isinstance(exc, httpx2.ConnectError):
+        return "could not connect"
+    if any(isinstance(x, ConnectionResetError) for x in seen):
         return "connection reset"
-    if "disconnect" in text or "closed" in text:
+    if isinstance(exc, (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.WriteError)):
         return "connection closed by the server"
     return "connection failed"
 

@@ -42,6 +42,11 @@ from .cliargs import (
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
 SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
 SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
+VLLM_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--vllm-arg")
+# flags that say where and how torch places the model: --device first (llama.cpp takes that one)
+PLACEMENT_FLAGS = (
+    "--device", "--dtype", "--device-map", "--max-memory", "--offload-folder", "--revision", "--trust-remote-code",
+)  # fmt: skip
 
 
 def _batch_size(text):
@@ -316,35 +321,15 @@ def run(args) -> int:
             "load_s": round(time.perf_counter() - t0, 3),
             **({"adapter": adapter.info} if adapter else {}),
         }
-        return _score(args, model, loaded.tokenizer, source, out_dir, info, speak=ranks.is_main)
+        report = _evaluate(args, model, loaded.tokenizer, source, out_dir, info)
+        if ranks.is_main:
+            _print_summary(report, out_dir)
+        return 0
     finally:
         if owned:
             from ..engine.distributed import leave
 
             leave(failed=sys.exc_info()[0] is not None)
-
-
-def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: bool = True) -> int:
-    """evaluate() with the run's flags, then the summary and where the files went (by rank 0)."""
-    from ..evaluation import evaluate
-    from ..results.report import summary_lines
-
-    report = evaluate(
-        model,
-        tokenizer,
-        source,
-        limit=args.limit,
-        batch_size=args.batch_size,
-        add_bos=args.add_bos,
-        out_dir=out_dir,
-        resume=args.resume,
-        progress=True,
-        model_info=info,
-    )
-    if speak:
-        print("\n".join(summary_lines(report)))
-        print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-    return 0
 
 
 def _check_peft(args) -> None:
@@ -372,17 +357,7 @@ def run_llama_cpp(args) -> int:
     from ..evaluation import run_signature
     from ..items.datasource import HUB, open_data
 
-    _refuse_flags(
-        [
-            ("--dtype", args.dtype != "auto"),
-            ("--device-map", args.device_map),
-            ("--max-memory", args.max_memory),
-            ("--offload-folder", args.offload_folder),
-            ("--revision", args.revision),
-            ("--trust-remote-code", args.trust_remote_code),
-        ],
-        "--backend llama.cpp, which runs the GGUF file as it is quantized, on --device",
-    )
+    _refuse_flags(args, PLACEMENT_FLAGS[1:], ", which runs the GGUF file as it is quantized, on --device")
     if world_from_env() > 1:
         raise UsageError(
             "--backend llama.cpp runs in one process; torchrun is for the transformers backend "
@@ -415,7 +390,34 @@ def run_llama_cpp(args) -> int:
         "identity": located.identity(),
         "load_s": round(time.perf_counter() - t0, 3),
     }
-    return _score(args, backend, tokenizer, source, out_dir, info)
+    report = _evaluate(args, backend, tokenizer, source, out_dir, info)
+    _print_summary(report, out_dir)
+    return 0
+
+
+def _evaluate(args, model, tokenizer, source, out_dir: Path, info: dict) -> dict:
+    """evaluate() with the run's flags: what every backend's command hands it."""
+    from ..evaluation import evaluate
+
+    return evaluate(
+        model,
+        tokenizer,
+        source,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        add_bos=args.add_bos,
+        out_dir=out_dir,
+        resume=args.resume,
+        progress=True,
+        model_info=info,
+    )
+
+
+def _print_summary(report: dict, out_dir: Path) -> None:
+    from ..results.report import summary_lines
+
+    print("\n".join(summary_lines(report)))
+    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
 
 
 def _check_server_flags(args) -> None:
@@ -429,19 +431,19 @@ def _check_server_flags(args) -> None:
         return
     if not args.base_url:
         raise UsageError("--backend server needs --base-url, the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
-    _refuse_flags(
-        [
-            ("--device", args.device != "auto"),
-            ("--dtype", args.dtype != "auto"),
-            ("--threads", args.threads),
-            ("--device-map", args.device_map),
-            ("--max-memory", args.max_memory),
-            ("--offload-folder", args.offload_folder),
-            ("--revision", args.revision),
-            ("--trust-remote-code", args.trust_remote_code),
-        ],
-        "--backend server: the server runs the model as it was started",
-    )
+    _refuse_flags(args, (*PLACEMENT_FLAGS, "--threads"), ": the server runs the model as it was started")
+
+
+def _refuse_flags(args, flags: tuple[str, ...], why: str) -> None:
+    """UsageError naming those of `flags` that were given, which do not apply to args.backend (`why`)."""
+    from ..errors import UsageError
+
+    defaults = {"--device": "auto", "--dtype": "auto"}
+    given = [f for f in flags if getattr(args, f[2:].replace("-", "_")) not in (None, False, [], defaults.get(f))]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --backend {args.backend}{why}"
+        )
 
 
 def run_server(args) -> int:
@@ -458,7 +460,6 @@ def run_server(args) -> int:
     if world_from_env() > 1:
         raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
     out_dir = resolve_out_dir(args)
-    source = open_data(args.local_data if args.local_data else HUB)
     t0 = time.perf_counter()
     backend = ServerBackend(
         args.base_url,
@@ -470,6 +471,7 @@ def run_server(args) -> int:
         max_retries=SERVER_RETRIES if args.max_retries is None else args.max_retries,
     )
     try:
+        source = open_data(args.local_data if args.local_data else HUB)
         backend.open()
         signature = run_signature(
             backend.identity(), source.dataset.sha256, args.add_bos, backend.dtype, backend.device, backend.name
@@ -479,32 +481,18 @@ def run_server(args) -> int:
         tokenize = backend.check_tokenizer(items)
         backend.check()
         info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
-        return _score(args, backend, backend.tokenizer, source, out_dir, info)
+        report = _evaluate(args, backend, backend.tokenizer, source, out_dir, info)
     finally:
         backend.close()
+    _print_summary(report, out_dir)
+    return 0
 
 
 def _check_vllm_flags(args) -> None:
     """--tensor-parallel-size, --pipeline-parallel-size and --vllm-arg belong to --backend vllm."""
     if getattr(args, "backend", "transformers") == "vllm":
         return
-    _refuse_flags(
-        [
-            ("--tensor-parallel-size", getattr(args, "tensor_parallel_size", None)),
-            ("--pipeline-parallel-size", getattr(args, "pipeline_parallel_size", None)),
-            ("--vllm-arg", getattr(args, "vllm_arg", None)),
-        ],
-        f"--backend {args.backend}; they are for --backend vllm",
-    )
-
-
-def _refuse_flags(given: list[tuple[str, object]], what: str) -> None:
-    """UsageError naming every flag of `given` that was set: "--a, --b do not apply to WHAT"."""
-    from ..errors import UsageError
-
-    unused = [flag for flag, value in given if value]
-    if unused:
-        raise UsageError(f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to {what}")
+    _refuse_flags(args, VLLM_FLAGS, "; they are for --backend vllm")
 
 
 def run_vllm(args) -> int:
@@ -521,13 +509,9 @@ def run_vllm(args) -> int:
     from ..items.datasource import HUB, open_data
 
     _refuse_flags(
-        [
-            ("--threads", args.threads),
-            ("--device-map", args.device_map),
-            ("--max-memory", args.max_memory),
-            ("--offload-folder", args.offload_folder),
-        ],
-        "--backend vllm, which places the model and sets its threads itself (see --tensor-parallel-size, "
+        args,
+        ("--threads", "--device-map", "--max-memory", "--offload-folder"),
+        ", which places the model and sets its threads itself (see --tensor-parallel-size, "
         "--pipeline-parallel-size and --vllm-arg)",
     )
     if world_from_env() > 1:
@@ -579,9 +563,11 @@ def run_vllm(args) -> int:
             "identity": identity,
             "load_s": round(time.perf_counter() - t0, 3),
         }
-        return _score(args, backend, tokenizer, source, out_dir, info)
+        report = _evaluate(args, backend, tokenizer, source, out_dir, info)
     finally:
         backend.close()
+    _print_summary(report, out_dir)
+    return 0
 
 
 def _placement(args, world: int):
