@@ -3,8 +3,11 @@
     p.add_argument("--limit", type=positive_int("--limit"))
     p.add_argument("--model-arg", action="append", default=[], type=key_value_arg("--model-arg"))
     key_values(args.model_arg, "--model-arg")    # {"attn_implementation": "eager"}; a repeated KEY refused
-    return fail(exc)                 # a user error: one `base-bench: error: ...` line, EXIT_USAGE
-    return fail(exc, EXIT_STORAGE)   # the same line for a run file that could not be written
+    add_out_dir(p, "where the files go")   # --out-dir DIR, and --out, its older spelling
+    add_bootstrap(p, "paired bootstrap")     # --resamples N, --seed S
+    return fail(exc)                 # one `base-bench: error: ...` line; EXIT_STORAGE for a StorageError,
+                                     # else EXIT_USAGE
+    print(printable(text))           # text from files others made: no terminal escape reaches the screen
 
 The subcommands (`cli`, `compare`, `leaderboard`, `trajectory`) import from here, never from each
 other.
@@ -17,7 +20,7 @@ import json
 import re
 import sys
 
-from ..errors import UsageError
+from ..errors import StorageError, UsageError
 
 EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in use by another process)
 EXIT_STORAGE = 74  # EX_IOERR of sysexits.h: a run file could not be written (disk full, I/O error)
@@ -53,10 +56,41 @@ def positive_float(name: str):
     return parse
 
 
-def fail(exc: BaseException, code: int = EXIT_USAGE) -> int:
-    """Print a user error as one `base-bench: error:` line on stderr; return `code` (the usage exit code)."""
-    print(f"base-bench: error: {exc}", file=sys.stderr)
+def fail(exc: BaseException, code: int | None = None) -> int:
+    """Print a user error as one `base-bench: error:` line on stderr; return `code` (by default
+    EXIT_STORAGE for a StorageError, else EXIT_USAGE)."""
+    if code is None:
+        code = EXIT_STORAGE if isinstance(exc, StorageError) else EXIT_USAGE
+    print(f"base-bench: error: {printable(str(exc))}", file=sys.stderr)
     return code
+
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """`text` for the terminal: control characters other than newline and tab (an escape sequence
+    that would move the cursor, recolour or retitle the terminal) and the bidirectional overrides
+    are shown as escapes (\\x1b, \\u202e), since model names, item ids and paths in reports come from
+    others."""
+    return _UNPRINTABLE.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
+def add_out_dir(p: argparse.ArgumentParser, help: str, default: str | None = None, required: bool = False) -> None:
+    """--out-dir DIR, with --out as its older spelling (both set `out_dir`)."""
+    p.add_argument("--out-dir", "--out", dest="out_dir", default=default, required=required, metavar="DIR", help=help)
+
+
+def add_bootstrap(p: argparse.ArgumentParser, what: str = "bootstrap", resamples: int = 2000, seed: int = 1234) -> None:
+    """--resamples N and --seed S of a bootstrap, both recorded in the output."""
+    p.add_argument(
+        "--resamples",
+        type=positive_int("--resamples"),
+        default=resamples,
+        metavar="N",
+        help=f"{what} resamples (default {resamples})",
+    )
+    p.add_argument("--seed", type=int, default=seed, help=f"{what} seed (default {seed}); recorded in the output")
 
 
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")

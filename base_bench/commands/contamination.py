@@ -15,21 +15,15 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import BaseBenchError, StorageError
-from .cliargs import EXIT_STORAGE, EXIT_USAGE, Parser, fail, positive_int
+from ..errors import BaseBenchError
+from ..results.reports_io import check_outputs, write_outputs
+from .cliargs import EXIT_USAGE, Parser, add_bootstrap, add_out_dir, fail, positive_int, printable
 
 COMMANDS = ("scan", "probe", "report")
 
 
 def _out_dir(p, required: bool, what: str):
-    p.add_argument(
-        "--out-dir",
-        "--out",
-        dest="out_dir",
-        metavar="DIR",
-        required=required,
-        help=f"where {what} go (a new or empty directory; nothing is overwritten)",
-    )
+    add_out_dir(p, f"where {what} go (a new or empty directory; nothing is overwritten)", required=required)
 
 
 def scan_parser() -> argparse.ArgumentParser:
@@ -152,31 +146,21 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scan", required=True, metavar="DIR", help="a finished scan's --out-dir (or its contamination.json)"
     )
-    p.add_argument("--resamples", type=positive_int("--resamples"), default=2000, metavar="N")
-    p.add_argument("--seed", type=int, default=1234)
+    add_bootstrap(p)
     _out_dir(p, False, "contamination_report.json and contamination_report.md")
     return p
 
 
 def _new_outputs(out_dir: str | None, names: list[str]) -> list[Path]:
-    from ..results.reports_io import refuse_existing
-
+    """Where --out-dir's files go, refused now (before the model loads) if any is there already."""
     if not out_dir:
         return []
-    paths = [Path(out_dir).expanduser() / n for n in names]
-    refuse_existing(paths, force=False)
-    return paths
+    out = Path(out_dir).expanduser()
+    return check_outputs([out / n for n in names], force=False, out_dir=out)
 
 
 def _write(paths: list[Path], texts: list[str]) -> None:
-    from ..results.reports_io import write_atomic
-
-    try:
-        for p, t in zip(paths, texts):
-            write_atomic(p, t)
-            print(f"wrote {p}")
-    except OSError as e:
-        raise StorageError(f"could not write {p}: {e.strerror or e}") from None
+    write_outputs(dict(zip(paths, texts)), say=print)
 
 
 def run_scan(args) -> int:
@@ -205,7 +189,7 @@ def run_scan(args) -> int:
             f"(logs in {args.out_dir}/logs)"
         )
         return 0
-    print("\n".join(summary_lines(rep)))
+    print(printable("\n".join(summary_lines(rep))))
     print(f"wrote {args.out_dir}/contamination.json, contamination.md and documents.jsonl")
     if args.write_clean:
         print(f"wrote the clean corpus to {args.write_clean}")
@@ -246,10 +230,12 @@ def run_probe(args) -> int:
         dtype=str(dtype).split(".")[-1],
         seconds=round(time.perf_counter() - t0, 2),
     )
-    print(f"canary: {c.text}")
+    print(printable(f"canary: {c.text}"))
     print(
-        f"prompt {res['prompt']!r}; true second half {res['true_second_half']!r}: summed log-prob "
-        f"{res['true_logprob']:.2f}; best of {res['candidates']} random: {res['random_logprob']['max']:.2f}"
+        printable(
+            f"prompt {res['prompt']!r}; true second half {res['true_second_half']!r}: summed log-prob "
+            f"{res['true_logprob']:.2f}; best of {res['candidates']} random: {res['random_logprob']['max']:.2f}"
+        )
     )
     print(f"rank {res['rank']} of {res['candidates'] + 1}, empirical p-value {res['p_value']:.3g}")
     print("Verdict: " + res["verdict"])
@@ -263,7 +249,7 @@ def run_report(args) -> int:
 
     outputs = _new_outputs(args.out_dir, ["contamination_report.json", "contamination_report.md"])
     res = rescore(load_report(args.run), load_scan(args.scan), resamples=args.resamples, seed=args.seed)
-    print("\n".join(summary_lines(res)))
+    print(printable("\n".join(summary_lines(res))))
     _write(outputs, [json.dumps(res, indent=2, ensure_ascii=False) + "\n", render_markdown(res)])
     return 0
 
@@ -281,8 +267,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(rest)
     try:
         return {"scan": run_scan, "probe": run_probe, "report": run_report}[cmd](args)
-    except StorageError as exc:
-        return fail(exc, EXIT_STORAGE)
     except BaseBenchError as exc:
         return fail(exc)
     except KeyboardInterrupt:

@@ -25,6 +25,7 @@ evaluation quicker and its reports non-official, as always.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -124,8 +125,9 @@ class BaseBenchCallback(TrainerCallback):
 
     def _write(self, step: int, report: dict) -> None:
         where = self.out_dir / f"step-{step}"
-        if (where / "report.json").exists():
+        if os.path.lexists(where / "report.json"):
             log.warning(f"base-bench: {where}/report.json exists already; not overwritten")
             return
+        where.mkdir(parents=True, exist_ok=True)
         write_atomic(where / "predictions.md", render_markdown(report))
         write_atomic(where / "report.json", dumps(report))
