@@ -45,6 +45,7 @@ from .cliargs import (
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
 SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
 SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
+VLLM_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--vllm-arg")
 # flags that say where and how torch places the model: --device first (llama.cpp takes that one)
 PLACEMENT_FLAGS = (
     "--device", "--dtype", "--device-map", "--max-memory", "--offload-folder", "--revision", "--trust-remote-code",
@@ -78,11 +79,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend",
         default="transformers",
-        choices=["transformers", "llama.cpp", "server"],
+        choices=["transformers", "llama.cpp", "server", "vllm"],
         help="what computes the scores: transformers (torch; a .gguf is dequantized, the default), "
-        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]'), or "
+        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]'), "
         "server (a model behind an OpenAI-compatible /v1/completions server such as vLLM, at --base-url; "
-        "--model is then its served name)",
+        "--model is then its served name), or vllm (a Hub id or a model directory run by vLLM in this "
+        "process; needs vLLM in its own venv)",
     )
     p.add_argument(
         "--base-url",
@@ -186,8 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_key_value_flag(
         p,
         "--model-arg",
-        "a keyword argument for the model's from_pretrained, e.g. attn_implementation=sdpa (transformers "
-        "backend only; recorded in the report and checked by --resume)",
+        "a keyword argument for the model's from_pretrained, e.g. attn_implementation=sdpa, or with "
+        "--backend vllm for vllm.LLM (recorded in the report and checked by --resume)",
     )
     p.add_argument(
         "--peft",
@@ -236,6 +238,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
         "collective before giving up (default 600)",
     )
+    p.add_argument(
+        "--tensor-parallel-size",
+        type=positive_int("--tensor-parallel-size"),
+        metavar="N",
+        help="with --backend vllm: split each layer over N GPUs (vLLM's tensor parallelism; default 1)",
+    )
+    p.add_argument(
+        "--pipeline-parallel-size",
+        type=positive_int("--pipeline-parallel-size"),
+        metavar="N",
+        help="with --backend vllm: split the layers into N stages (vLLM's pipeline parallelism; default 1)",
+    )
+    add_key_value_flag(
+        p,
+        "--vllm-arg",
+        "with --backend vllm: a keyword argument for vllm.LLM, e.g. max_model_len=4096 or "
+        "gpu_memory_utilization=0.8 (--model-arg does the same there)",
+    )
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
@@ -267,10 +287,13 @@ def run(args) -> int:
     _check_peft(args)
     model_args = key_values(args.model_arg, "--model-arg")
     _check_server_flags(args, model_args)
+    _check_vllm_flags(args)
     if args.backend == "llama.cpp":
         return run_llama_cpp(args, model_args)
     if args.backend == "server":
         return run_server(args)
+    if args.backend == "vllm":
+        return run_vllm(args, model_args)
     check_request(args.gguf_file, model_args)
     import torch
 
@@ -459,7 +482,7 @@ def _refuse_flags(args, flags: tuple[str, ...], why: str) -> None:
     from ..errors import UsageError
 
     defaults = {"--device": "auto", "--dtype": "auto"}
-    given = [f for f in flags if getattr(args, f[2:].replace("-", "_")) not in (None, False, defaults.get(f))]
+    given = [f for f in flags if getattr(args, f[2:].replace("-", "_")) not in (None, False, [], defaults.get(f))]
     if given:
         raise UsageError(
             f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --backend {args.backend}{why}"
@@ -501,6 +524,93 @@ def run_server(args) -> int:
         backend.check()
         info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
         return _score(args, backend, backend.tokenizer, source, out_dir, info)
+    finally:
+        backend.close()
+
+
+def _check_vllm_flags(args) -> None:
+    """--tensor-parallel-size, --pipeline-parallel-size and --vllm-arg belong to --backend vllm."""
+    if getattr(args, "backend", "transformers") == "vllm":
+        return
+    _refuse_flags(args, VLLM_FLAGS, "; they are for --backend vllm")
+
+
+def run_vllm(args, model_args: dict) -> int:
+    """--backend vllm: a Hub id or a model directory run by vllm.LLM in this process, scored by the
+    same evaluate(). Everything that can be refused is checked before the engine starts (minutes)."""
+    import torch
+
+    from ..backends import vllm as vb
+    from ..backends.transformers import classify, dtype_name, locate_model, resolve_dtype
+    from ..engine.distributed import world_from_env
+    from ..engine.runstore import RunStore
+    from ..errors import ModelError, UsageError
+    from ..evaluation import run_signature
+
+    _refuse_flags(
+        args,
+        ("--threads", "--device-map", "--max-memory", "--offload-folder", "--gguf-file"),
+        ", which places the model and sets its threads itself (see --tensor-parallel-size, "
+        "--pipeline-parallel-size and --vllm-arg)",
+    )
+    if world_from_env() > 1:
+        raise UsageError(
+            "--backend vllm runs in one process and spreads the model itself: use --tensor-parallel-size "
+            "and --pipeline-parallel-size, not torchrun"
+        )
+    vllm_args = key_values(args.vllm_arg, "--vllm-arg")
+    both = sorted(set(model_args) & set(vllm_args))
+    if both:
+        raise UsageError(f"{both[0]} is given by both --model-arg and --vllm-arg; give it once")
+    vllm_args = vb.check_vllm_args({**model_args, **vllm_args})
+    vb.check_model_kind(classify(args.model), args.model)  # a GGUF: one line, before vLLM is imported
+    vb.check_vllm_args(vllm_args, vb.engine_arg_names(vb.import_vllm()))
+    device = vb.device_type()
+    if args.device not in ("auto", device):
+        raise UsageError(
+            f"--device {args.device}: this vLLM ({vb.vllm_version()}) computes on {device}; drop --device "
+            "(pick GPUs with CUDA_VISIBLE_DEVICES)"
+        )
+    out_dir = resolve_out_dir(args)
+    source = _open_data(args)
+    located = locate_model(
+        args.model,
+        revision=args.revision,
+        token=source.token,
+        trust_remote_code=args.trust_remote_code,
+        use_cache=not args.no_cache,
+    )
+    dtype = dtype_name(resolve_dtype(args.dtype, torch.device(device)))
+    tokenizer = vb.load_tokenizer(located.where, args.trust_remote_code)
+    identity = vb.run_identity(located.identity(), tokenizer, vllm_args)
+    RunStore(out_dir).check(
+        run_signature(identity, source.dataset.sha256, args.add_bos, dtype, device, "vllm"), args.resume
+    )
+    t0 = time.perf_counter()
+    backend = vb.VllmBackend.load(
+        located.where,
+        tokenizer,
+        spec=args.model,
+        dtype=dtype,
+        tensor_parallel_size=args.tensor_parallel_size or 1,
+        pipeline_parallel_size=args.pipeline_parallel_size or 1,
+        vllm_args=vllm_args,
+        trust_remote_code=args.trust_remote_code,
+    )
+    try:
+        if backend.dtype != dtype:
+            raise ModelError(
+                f"vLLM runs {args.model} in {backend.dtype}, not the {dtype} asked for; pass --dtype {backend.dtype}"
+            )
+        info = {
+            **located.info,
+            "cache": {"status": "not-gguf", "path": None},
+            "revision_requested": args.revision,
+            "trust_remote_code": bool(args.trust_remote_code),
+            "identity": identity,
+            "load_s": round(time.perf_counter() - t0, 3),
+        }
+        return _score(args, backend, tokenizer, source, out_dir, info)
     finally:
         backend.close()
 
