@@ -15,15 +15,8 @@ import time
 import torch
 
 from base_bench.backends.transformers import load_model
-from base_bench.engine.scoring import (
-    PackedScorer,
-    PlainScorer,
-    encode_item,
-    max_abs_diff,
-    model_window,
-    score_in_batches,
-    score_reference,
-)
+from base_bench.backends.transformers_scorers import PackedScorer, PlainScorer, model_window, score_reference
+from base_bench.engine.scoring import encode_item, max_abs_diff, score_in_batches
 from base_bench.items.dataset import load_dataset_file
 from base_bench.items.records import pick
 

@@ -448,7 +448,8 @@ class Ctx:
         return self.models[(key, dtype)]
 
     def encoded(self, key: str):
-        from base_bench.engine.scoring import encode_item, model_window
+        from base_bench.backends.transformers_scorers import model_window
+        from base_bench.engine.scoring import encode_item
 
         model = self.model(key, "float32")
         window = model_window(model, self.tok)
@@ -458,7 +459,7 @@ class Ctx:
 
     def reference(self, key: str, dtype: str):
         """The card-literal loop's scores and seconds."""
-        from base_bench.engine.scoring import score_reference
+        from base_bench.backends.transformers_scorers import score_reference
 
         k = ("ref", key, dtype)
         if k not in self.memo:
@@ -472,7 +473,8 @@ class Ctx:
 
     def scores(self, key: str, dtype: str, scorer: str, batch_size: int):
         """One scorer's scores (input order) and seconds, at one batch size."""
-        from base_bench.engine.scoring import CachedScorer, PackedScorer, PlainScorer, score_in_batches
+        from base_bench.backends.transformers_scorers import CachedScorer, PackedScorer, PlainScorer
+        from base_bench.engine.scoring import score_in_batches
 
         k = ("scores", key, dtype, scorer, batch_size)
         if k not in self.memo:
@@ -670,8 +672,9 @@ class _Notes(logging.Handler):
 
 
 def _auto(ctx: Ctx, key: str, dtype: str) -> dict:
+    from base_bench.backends.transformers_scorers import PackedScorer
     from base_bench.engine.batching import GPU_UPPER, auto_batch_size
-    from base_bench.engine.scoring import PackedScorer, length_order
+    from base_bench.engine.scoring import length_order
 
     model, encs = ctx.model(key, dtype), ctx.encoded(key)
     order = [encs[i] for i in length_order(encs)]
@@ -695,7 +698,8 @@ def _forced_oom(ctx: Ctx, key: str) -> dict:
     import torch
 
     from base_bench import evaluate
-    from base_bench.engine.scoring import PackedScorer, length_order
+    from base_bench.backends.transformers_scorers import PackedScorer
+    from base_bench.engine.scoring import length_order
 
     dtype = "float32"  # scores across batch sizes agree to ~1e-5 in float32, so "the same scores" is testable
     model, encs = ctx.model(key, dtype), ctx.encoded(key)
@@ -936,16 +940,9 @@ def check_speed(ctx: Ctx) -> dict:
 
     from base_bench import evaluate
     from base_bench.backends.transformers import load_model
+    from base_bench.backends.transformers_scorers import PackedScorer, check_packing, model_window
     from base_bench.engine.distributed import make_batches
-    from base_bench.engine.scoring import (
-        PackedScorer,
-        check_packing,
-        encode_item,
-        length_order,
-        model_window,
-        packing_probe,
-        score_in_batches,
-    )
+    from base_bench.engine.scoring import encode_item, length_order, packing_probe, score_in_batches
 
     key, cuda = ctx.big, ctx.device.type == "cuda"
     where = ctx.saved_dir(key)
@@ -1090,8 +1087,8 @@ def check_speed(ctx: Ctx) -> dict:
 
 
 def _auto_on(model, order, ctx) -> dict:
+    from base_bench.backends.transformers_scorers import PackedScorer
     from base_bench.engine.batching import auto_batch_size
-    from base_bench.engine.scoring import PackedScorer
 
     probe = _Probe(PackedScorer(model, ctx.pad_id))
     sync(ctx.device)

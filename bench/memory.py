@@ -45,7 +45,10 @@ class Measured:
 
 def run_measured(cmd: list[str], **popen) -> Measured:
     """Run `cmd` as a child process (Popen keyword arguments pass through) and measure it: wall
-    time, and its peak resident memory from wait4, so each of several runs gets its own peak."""
+    time, CPU time, and its peak resident memory from wait4, so each of several runs gets its own
+    peak. Linux carries a process's peak across fork and exec, so the child's peak is at least the
+    RSS this process had when it started it: measure from a small process (this script and
+    bench/readme_runs.py import no model library before their runs)."""
     t = time.perf_counter()
     child = subprocess.Popen(cmd, **popen)
     _, status, usage = os.wait4(child.pid, 0)
@@ -78,7 +81,8 @@ def api(args) -> int:
     sys.path.insert(0, str(ROOT))
     from base_bench import evaluate
     from base_bench.backends.transformers import load_model, model_size
-    from base_bench.engine.scoring import PackedScorer, encode_item, length_order, model_window
+    from base_bench.backends.transformers_scorers import PackedScorer, model_window
+    from base_bench.engine.scoring import encode_item, length_order
     from base_bench.items.datasource import open_data
 
     torch.set_num_threads(args.threads)

@@ -42,19 +42,15 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from base_bench.backends.transformers import load_model  # noqa: E402
-from base_bench.engine.batching import CPU_AUTO  # noqa: E402
-from base_bench.engine.scoring import (  # noqa: E402
+from base_bench.backends.transformers_scorers import (  # noqa: E402
     CachedScorer,
     PackedScorer,
     check_packing,
-    encode_item,
-    length_order,
-    max_abs_diff,
     model_window,
-    packing_probe,
-    score_in_batches,
     score_reference,
 )
+from base_bench.engine.batching import CPU_AUTO  # noqa: E402
+from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, packing_probe, score_in_batches  # noqa: E402
 from base_bench.items.dataset import load_dataset_file  # noqa: E402
 from base_bench.items.records import ChoiceScore, pick  # noqa: E402
 

@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from base_bench.backends import transformers_scorers as scoring  # noqa: E402
 from base_bench.commands.cli import main  # noqa: E402
-from base_bench.engine import scoring  # noqa: E402
 from base_bench.engine.runstore import RunStore  # noqa: E402
 
 rank = int(os.environ.get("RANK", "0"))

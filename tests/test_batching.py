@@ -5,9 +5,10 @@ import json
 import pytest
 import torch
 
+from base_bench.backends import transformers_scorers as scoring
 from base_bench.commands.cli import main
-from base_bench.engine import scoring
 from base_bench.engine.batching import attempt, is_oom, largest_fitting
+from base_bench.engine.scoring import Encoded
 
 from fixtures import write_dataset
 from tiny import save_tiny, tiny_model, tiny_tokenizer
@@ -136,5 +137,5 @@ def test_out_of_memory_with_a_boolean_logits_to_keep_propagates_and_keeps_the_mo
     m.forward = forward
     scorer = scoring.PackedScorer(m)
     with pytest.raises(torch.cuda.OutOfMemoryError):
-        scorer([scoring.Encoded("x", (5, 6), ((7, 8), (9,)))])
+        scorer([Encoded("x", (5, 6), ((7, 8), (9,)))])
     assert scorer.keep_mode == "mask"

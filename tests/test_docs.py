@@ -167,7 +167,8 @@ def ci_steps(text: str) -> list[str]:
         for step in line.split(" && "):
             words = shlex.split(step)
             cmd = words[1:] if words and words[0].startswith("CMAKE_ARGS=") else words  # an env setting first
-            if cmd[:2] == ["pip", "install"] or cmd[:4] == ["python", "-m", "pip", "install"]:
+            pip = cmd[:1] and cmd[0].rsplit("/", 1)[-1] == "pip"  # pip, or a venv's: .venv-vllm/bin/pip
+            if (pip and cmd[1:2] in (["install"], ["uninstall"])) or cmd[:4] == ["python", "-m", "pip", "install"]:
                 words = [w for w in words if w != "-q"]
             steps.append(shlex.join(words))
     return steps
@@ -229,7 +230,7 @@ WORK_NOTES = [
         r"\b(?:was|were|is|not) (?:not )?lent\b|\blends?\b(?: no)? device|\bdevice (?:tool|machine)\b",
         "which machine was lent",
     ),
-    (r"can_start_another|through the draw|\bworkplace\b|budget_left_s|`status`", "a tool's status line"),
+    (r"can_start_another|through the draw|\bworkplace\b|budget_left_s|`device` tool", "a tool's status line"),
 ]
 
 
@@ -284,7 +285,7 @@ def test_work_notes_are_recognised(tmp_path):
     assert {n for n, _, _ in found} == {1, 3, 4, 5}, found  # the user-facing lines 6 to 8 pass
     words = {w.lower() for _, _, w in found}
     assert {"issue 14", "this task was", "was not lent", "can_start_another", "the speed issue", "stop 3"} <= words
-    assert {"this session", "other helpers", "the lead", "workplace", "`status`"} <= words
+    assert {"this session", "other helpers", "the lead", "workplace", "`device` tool"} <= words
 
 
 @pytest.mark.parametrize("page", [rel(p) for p in markdown_pages()])

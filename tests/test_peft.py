@@ -30,8 +30,9 @@ from base_bench import evaluate
 from base_bench.backends.adapters import adapter_fingerprint, base_model_note, same_base
 from base_bench.backends.identity import weights_fingerprint
 from base_bench.backends.transformers import TransformersBackend, load_model
+from base_bench.backends.transformers_scorers import PackedScorer, unwrap
 from base_bench.commands import cli
-from base_bench.engine.scoring import PackedScorer, encode_item, unwrap
+from base_bench.engine.scoring import encode_item
 from base_bench.errors import ModelError, RunError, UsageError
 from base_bench.items.datasource import open_data
 

@@ -3,18 +3,14 @@
 import pytest
 import torch
 
-from base_bench.engine.scoring import (
+from base_bench.backends.transformers_scorers import (
     CachedScorer,
-    Encoded,
     PackedScorer,
     PlainScorer,
-    ScoringError,
     check_packing,
-    encode_item,
-    max_abs_diff,
-    score_in_batches,
     score_reference,
 )
+from base_bench.engine.scoring import Encoded, ScoringError, encode_item, max_abs_diff, score_in_batches
 from base_bench.items.records import ChoiceScore, Item, pick
 
 from tiny import tiny_model, tiny_tokenizer

@@ -52,7 +52,8 @@ def near_duplicates(items, threshold=0.8) -> list[tuple[str, str, float]]:
 
 
 def context_free(items, model, tok, batch_size=16) -> dict:
-    from base_bench.engine.scoring import Encoded, PackedScorer, score_in_batches
+    from base_bench.backends.transformers_scorers import PackedScorer
+    from base_bench.engine.scoring import Encoded, score_in_batches
     from base_bench.items.records import pick
 
     if tok.bos_token_id is None:
