@@ -13,7 +13,8 @@ runner cuts them (engine/packing.py). `--one-item-per-row` adds batch sizes with
 of its own (the layout before rows held several items), `--plain-batch-sizes` the plain
 one-row-per-choice scorer, `--loop` the card-literal loop (one unpadded forward per choice; slow).
 For each: the passes, the positions fed against those the items hold, seconds, the largest |delta
-summed log-prob| against the baseline (and the loop), the choice it is on, and how many predictions
+summed log-prob| against the baseline (and the loop) and of the mean log-prob per token (what the
+card ranks by), the choice it is on, and how many predictions
 differ, all in this one run. `--dtype float64` casts the float32 weights to float64 (exactly), which
 separates float32 rounding from a layout that is wrong: the log-softmax is float32 either way.
 """
@@ -58,6 +59,11 @@ def worst(a, b) -> str:
         (abs(x.logprob - y.logprob), i, k) for i, (p, q) in enumerate(zip(a, b)) for k, (x, y) in enumerate(zip(p, q))
     )
     return f"item {i} choice {k} ({b[i][k].logprob:.1f} over {b[i][k].n_tokens} tokens)" if d else "-"
+
+
+def max_mean_diff(a, b) -> float:
+    """The largest |delta| of a choice's mean log-prob per token, the number the card ranks by."""
+    return max(abs(x.mean - y.mean) for p, q in zip(a, b) for x, y in zip(p, q))
 
 
 def main() -> None:
@@ -146,15 +152,16 @@ def main() -> None:
     )
     print()
     head = "| scorer | setting | passes | positions fed | padding | seconds | max abs delta vs batch size 1 "
+    head += "| of the mean "
     head += "| max abs delta vs loop " if loop else ""
     print(head + "| where (vs batch size 1) | predictions ≠ batch size 1 |")
-    print("|---|---|---:|---:|---:|---:|---:|" + ("---:|" if loop else "") + "---|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if loop else "") + "---|---:|")
     for r in table:
         fed = f"{r['fed']}" if r["fed"] is not None else "n/a"
         pad = f"{100 * (1 - held / r['fed']):.1f}%" if r["fed"] else "n/a"
         flips = sum(pick(a) != pick(b) for a, b in zip(r["scores"], base))
         cells = [r["name"], r["setting"], str(r["passes"]), fed, pad, f"{r['seconds']:.1f}"]
-        cells.append(f"{max_abs_diff(r['scores'], base):.2e}")
+        cells += [f"{max_abs_diff(r['scores'], base):.2e}", f"{max_mean_diff(r['scores'], base):.2e}"]
         if loop:
             cells.append(f"{max_abs_diff(r['scores'], loop):.2e}")
         cells += [worst(r["scores"], base), str(flips)]

@@ -17,7 +17,7 @@ from base_bench.commands.cli import main
 from base_bench.errors import ModelError
 
 from fixtures import write_dataset
-from tiny_gguf import write_tiny_gguf
+from tiny_gguf import write_arch_gguf, write_tiny_gguf
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 needs_llama = pytest.mark.skipif(
@@ -386,15 +386,7 @@ def test_cli_run_and_resume_signature_names_the_backend(tiny, data, tmp_path, ca
 
 
 def _unknown_arch(path: Path) -> Path:
-    import gguf
-
-    w = gguf.GGUFWriter(str(path), "frobnicator")
-    w.add_tensor("x", np.zeros(4, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return write_arch_gguf(path, "frobnicator")
 
 
 @needs_llama

@@ -196,3 +196,11 @@ def test_batch_settings_are_checked_when_the_callback_is_made():
     with pytest.raises(UsageError, match="batch_tokens must be"):
         BaseBenchCallback(None, batch_tokens=0)
     assert BaseBenchCallback(None, batch_tokens=4096).options["batch_tokens"] == 4096
+
+
+def test_callback_takes_the_data_words(tmp_path):
+    """data="bundled" is the default's name; "hub" and a path as evaluate() takes them."""
+    tok = tiny_tokenizer()
+    trainer, cb = train_with_callback(tmp_path, tiny_model("llama", tok), tok, steps=1, data="bundled", limit=4)
+    rep = json.loads((tmp_path / "bench" / "step-1" / "report.json").read_text())
+    assert rep["data"]["source"] == "bundled" and cb.scored_steps == [1]
