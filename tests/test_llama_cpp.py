@@ -155,6 +155,41 @@ def test_log_probs_is_log_softmax_in_float64():
     assert log_probs(big, [(1,)]) == pytest.approx([-1.0 - np.log1p(np.exp(-1.0))], abs=1e-6)
 
 
+def test_default_threads_counts_cores_not_hyperthreads(tmp_path, monkeypatch):
+    from base_bench.backends.llama_cpp import default_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for cpu, siblings in enumerate(["0,4", "1,5", "2,6", "3,7", "0,4", "1,5", "2,6", "3,7"]):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "thread_siblings_list").write_text(siblings + "\n")
+    (tmp_path / "cpufreq").mkdir()  # not a CPU
+    assert default_threads(tmp_path) == 4
+    assert default_threads(tmp_path / "absent") >= 1  # no sysfs: os.cpu_count()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert default_threads(tmp_path) == 3
+
+
+def test_default_threads_is_torchs_choice_here(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from base_bench.backends.llama_cpp import default_threads
+
+    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS"):
+        pytest.skip("thread counts set in the environment")
+    assert default_threads() == torch.get_num_threads()
+
+
+@pytest.mark.parametrize("name", ["cpu", "cuda", "cuda:0", "cuda:3", "mps"])
+def test_device_names_and_types_as_torch_gives_them(name):
+    torch = pytest.importorskip("torch")
+    from base_bench.backends.base import Device
+    from base_bench.evaluation import device_type
+
+    d = Device.parse(name)
+    assert (str(d), d.type, d.index) == (str(torch.device(name)), torch.device(name).type, torch.device(name).index)
+    assert device_type(d) == device_type(name) == device_type(torch.device(name)) == torch.device(name).type
+
+
 @needs_llama
 @pytest.mark.parametrize("weights", ["Q8_0", "F32"])
 def test_shared_context_equals_one_sequence_per_choice_bit_for_bit(weights, backend, tmp_path):

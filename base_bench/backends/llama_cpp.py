@@ -8,6 +8,8 @@
 The scores are llama.cpp's (its quantized kernels), for the token ids `encode_item` makes with the
 HF tokenizer converted from the same GGUF, so both backends score identical sequences (on the
 bundled set, llama.cpp's own tokenizer gives the same ids for SmolLM2 and Gemma 3; see bench/RESULTS.md).
+That tokenizer is read with the `tokenizers` library (gguf_tokenizer.py), and nothing here imports
+torch or transformers: a llama.cpp run loads neither.
 
 How an item is scored (`SharedContextScorer`): its context is decoded once, each context token
 carrying the sequence ids of all K continuations (a unified KV cache, n_seq_max = K + 1), then each
@@ -56,8 +58,9 @@ import numpy as np
 
 from ..errors import ModelError, ScoringError, UsageError
 from ..items.records import ChoiceScore
-from .base import Backend
+from .base import Backend, Device
 from .gguf_file import GGUFHeader, file_type_name, read_header
+from .gguf_tokenizer import load_tokenizer  # noqa: F401 - the tokenizer a llama.cpp run scores with
 from .identity import fingerprint, package_version
 
 log = logging.getLogger("base_bench")
@@ -111,7 +114,7 @@ def llama_cpp_version() -> str | None:
 
 
 def gpu_offload(device: str) -> tuple[int, int, str]:
-    """(n_gpu_layers, main_gpu, torch device name) for a --device value; ModelError when it asks for
+    """(n_gpu_layers, main_gpu, device name) for a --device value; ModelError when it asks for
     a GPU that this llama-cpp-python cannot use."""
     L = lib()
     gpu = bool(L.llama_supports_gpu_offload())
@@ -161,15 +164,13 @@ class LlamaCppBackend(Backend):
     name = "llama.cpp"
 
     def __init__(self, model_ptr, path: Path, header: GGUFHeader, threads: int, n_gpu_layers: int, device: str):
-        import torch
-
         L = lib()
         self._model = model_ptr
         self.path = Path(path)
         self.header = header
         self.threads = int(threads)
         self.n_gpu_layers = n_gpu_layers
-        self.device = torch.device(device)
+        self.device = Device.parse(device)
         self.vocab = L.llama_model_get_vocab(model_ptr)
         self.vocab_size = int(L.llama_vocab_n_tokens(self.vocab))
         self.window = int(L.llama_model_n_ctx_train(model_ptr)) or None
@@ -321,39 +322,20 @@ class LlamaCppBackend(Backend):
         return (shared if ok else PlainScorer(self, cells)), check
 
 
-def default_threads() -> int:
-    """torch's choice (the physical cores), as the transformers backend computes with."""
-    import torch
-
-    return max(1, torch.get_num_threads())
-
-
-def load_tokenizer(path, use_cache: bool = True):
-    """(tokenizer, cache record): the HF tokenizer transformers converts from the GGUF at `path`, the
-    one `encode_item` tokenizes with for both backends, kept in the GGUF cache (gguf_cache.py)."""
-    from . import gguf_cache
-
-    path = Path(path).expanduser().resolve()
-
-    def convert():
-        from transformers import AutoTokenizer
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity_error()
-        return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-
-    def load_entry(entry: Path):
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(str(entry))
-
-    try:
-        return gguf_cache.load_tokenizer(path, fingerprint(path), convert, load_entry, use_cache=use_cache)
-    except ModelError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - one line for the user
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        raise ModelError(f"could not build the tokenizer of {path} with transformers: {first}") from None
+def default_threads(cpus: Path = Path("/sys/devices/system/cpu")) -> int:
+    """The physical cores, as torch counts them for the transformers backend (OMP_NUM_THREADS, when
+    set, wins, as it does in torch): one per set of hyperthread siblings among the online CPUs, from
+    Linux's sysfs (`cpus`); elsewhere os.cpu_count()."""
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    cores = set()
+    for topo in cpus.glob("cpu[0-9]*/topology/thread_siblings_list"):
+        try:
+            cores.add(topo.read_text().strip())
+        except OSError:  # an offline CPU
+            continue
+    return max(1, len(cores) or os.cpu_count() or 1)
 
 
 # ---------------------------------------------------------------------------------------- scoring

@@ -276,10 +276,11 @@ def _check_peft(args) -> None:
 
 
 def run_llama_cpp(args) -> int:
-    """--backend llama.cpp: the GGUF file run by llama.cpp, scored by the same evaluate()."""
+    """--backend llama.cpp: the GGUF file run by llama.cpp, scored by the same evaluate(); neither
+    torch nor transformers is imported (tests/test_no_torch.py)."""
     from ..backends.gguf_file import read_header
     from ..backends.llama_cpp import LlamaCppBackend, gpu_offload, load_tokenizer
-    from ..backends.transformers import locate_model
+    from ..backends.locate import locate_model
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
