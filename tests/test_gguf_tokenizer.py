@@ -15,7 +15,7 @@ from base_bench.backends.gguf_tokenizer import GGUFTokenizer, load_tokenizer, pr
 from base_bench.backends.identity import tokenizer_fingerprint
 from base_bench.errors import ModelError
 
-from tiny_gguf import write_tiny_gguf
+from tiny_gguf import write_bare_gguf, write_tiny_gguf
 
 
 @pytest.fixture
@@ -94,16 +94,7 @@ def test_a_tokenizer_that_reads_back_other_ids_is_refused_and_not_cached(tiny, c
 
 
 def test_a_gguf_transformers_cannot_convert_is_one_line(cache, tmp_path):
-    import gguf
-    import numpy as np
-
-    path = tmp_path / "no-tokenizer.gguf"
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_tensor("x", np.zeros(4, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    path = write_bare_gguf(tmp_path / "no-tokenizer.gguf")
     with pytest.raises(ModelError) as ei:
         load_tokenizer(path)
     assert str(ei.value).startswith(f"could not build the tokenizer of {path} with transformers: ")
