@@ -472,6 +472,30 @@ def test_cli_run_and_resume_signature_names_the_backend(tiny, data, tmp_path, ca
 
 
 @needs_llama
+def test_cli_reads_the_tokenizer_before_it_maps_the_model(tiny, data, tmp_path, monkeypatch):
+    """Reading a large tokenizer takes passing memory (0.35 GB for Gemma 3's 262k tokens): done
+    before llama.cpp maps the model, it does not come on top of the model's pages (bench/memory.py)."""
+    from base_bench.backends import llama_cpp
+
+    order = []
+    real_tokenizer, real_load = llama_cpp.load_tokenizer, llama_cpp.LlamaCppBackend.load.__func__
+
+    def tokenizer(*a, **k):
+        order.append("tokenizer")
+        return real_tokenizer(*a, **k)
+
+    def load(cls, *a, **k):
+        order.append("model")
+        return real_load(cls, *a, **k)
+
+    monkeypatch.setattr(llama_cpp, "load_tokenizer", tokenizer)
+    monkeypatch.setattr(llama_cpp.LlamaCppBackend, "load", classmethod(load))
+    out = tmp_path / "run"
+    assert cli("--backend", "llama.cpp", "--model", tiny, "--local-data", data, "--out-dir", out, "--limit", 2) == 0
+    assert order == ["tokenizer", "model"]
+
+
+@needs_llama
 @pytest.mark.parametrize(
     "case, fragment",
     [

@@ -5,12 +5,13 @@
     tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
 
 The llama.cpp backend scores the ids of the HF tokenizer that transformers converts from the GGUF's
-metadata, the same ids the transformers backend scores. The conversion is transformers' (its GGUF
-converter builds a `tokenizers` tokenizer and imports torch on the way), so it runs once per file,
-in a child process of its own, and its result is kept in the GGUF cache (gguf_cache.py): the
-tokenizer.json and tokenizer_config.json that `save_pretrained` writes. A run reads those with the
-`tokenizers` library (`GGUFTokenizer`), so the process that scores never imports torch or
-transformers. Reading Gemma 3's 262k-token tokenizer this way holds about 0.1 GB.
+metadata, the same ids the transformers backend scores. The conversion is transformers' own, and
+it needs torch (transformers reads GGUF metadata in modeling_gguf_pytorch_utils, which imports
+torch and fails without it), so it runs once per file, in a child process of its own, and its
+result is kept in the GGUF cache (gguf_cache.py): the tokenizer.json and tokenizer_config.json that
+`save_pretrained` writes. A run reads those with the `tokenizers` library (`GGUFTokenizer`), so the
+process that scores never imports torch or transformers. Reading Gemma 3's 262k-token tokenizer
+this way holds about 0.1 GB.
 
 `GGUFTokenizer` keeps the part of a transformers tokenizer that `evaluate()` uses: called on a text
 (or a list of texts) with `add_special_tokens`, it returns {"input_ids": ..., "attention_mask": ...};
