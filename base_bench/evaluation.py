@@ -1,7 +1,7 @@
 """Score a model that is already loaded: the one orchestration behind the library and the CLI.
 
     from base_bench import evaluate
-    report = evaluate(model, tokenizer)                          # bundled set; writes nothing
+    report = evaluate(model, tokenizer)                          # bundled set ("bundled"); writes nothing
     report = evaluate(model, tokenizer, "hub", out_dir="runs/m")  # official data; the four run files
     report = evaluate(model, tokenizer, "my/dir", limit=16, out_dir="runs/m", resume=True)
 
@@ -9,7 +9,8 @@
 loads the model and calls this function, so both give the same report for the same model, data and
 settings. The steps, each done in one place:
 
-1. data: `datasource.open_data` loads and checks it (schema, composition, checksum);
+1. data: `datasource.open_data` loads and checks it (schema, composition, checksum), and the first
+   line said (on stderr with `progress`, else as an INFO note) names it;
 2. model and tokenizer: the model becomes a `Backend` (backends/: transformers or llama.cpp), which
    checks it and answers every question about it; the tokenizer's ids must fit its vocabulary;
 3. run store (only with `out_dir`): refuses to overwrite a run, checks the `resume` signature, locks
@@ -99,9 +100,12 @@ def evaluate(
                 llama.cpp itself); or any `base_bench.backends.Backend`. It is used as it is and
                 left as it was found.
     tokenizer   its tokenizer.
-    data        None: the bundled set shipped in the package; a path to a JSONL file, or to a
-                directory holding data/test.jsonl; "hub": the official gated file, fetched with
-                HF_TOKEN or the saved `hf auth login` token.
+    data        "bundled" or None: the bundled set shipped in the package (no network, no token);
+                "hub": the official gated file, fetched with HF_TOKEN or the saved `hf auth login`
+                token; any other string or a Path: a JSONL file, or a directory holding
+                data/test.jsonl (the command line's --data takes the same three). The first line
+                said names the data: on stderr when `progress` is on, else as an INFO note of the
+                "base_bench" logger.
     limit       score only the first N items (the run is then not official).
     batch_size  items per forward pass, or "auto"; scores do not depend on it.
     add_bos     put the tokenizer's BOS before every context (diagnostic; not official).
@@ -140,7 +144,7 @@ def _evaluate(
 ) -> dict:
     ranks = Ranks.current()
     with ranks.together():
-        setup = _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info)
+        setup = _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info, _say(progress, ranks.is_main))
     backend = setup.backend
     identity = _shared_identity(setup.identity, backend, ranks)
     signature = run_signature(
@@ -261,10 +265,21 @@ def _evaluate(
     return report
 
 
-def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info) -> Setup:
-    """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer."""
+def _say(progress: bool, is_main: bool):
+    """Where the line naming the data goes: stderr beside the progress bar, else an INFO note (shown
+    when the "base_bench" logger is at INFO, as the command line sets it); rank 0 only."""
+    if not is_main:
+        return None
+    if progress:
+        return lambda line: print(line, file=sys.stderr, flush=True)
+    return log.info
+
+
+def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info, say=None) -> Setup:
+    """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer.
+    Data opened here is named by a line through `say` (a DataSource was named by whoever opened it)."""
     _check_arguments(limit, batch_size)
-    source = data if isinstance(data, DataSource) else open_data(data)
+    source = data if isinstance(data, DataSource) else open_data(data, say=say)
     _check_tokenizer(tokenizer)
     backend = as_backend(model, tokenizer)
     all_items = source.dataset.items
@@ -406,6 +421,7 @@ def _model_record(backend: Backend, tokenizer, given: dict | None) -> tuple[dict
             "fingerprint": fp,
             "revision_requested": None,
             "trust_remote_code": None,
+            "model_args": None,
             "cache": {"status": "not-loaded", "path": None},
             **info,
         }  # base-bench loaded nothing

@@ -1,4 +1,4 @@
-"""Every GPU check of issue 16 in one run: exactness, bfloat16, --batch-size auto, speed, evaluate(),
+"""Every GPU check in one run: exactness, bfloat16, --batch-size auto, speed, evaluate(),
 torchrun with nccl, --device-map. Writes gpu_check.json (the source of truth) and gpu_check.md.
 
     python bench/gpu_check.py --out DIR                  # on a CUDA GPU (DIR defaults to $OUT)
@@ -16,7 +16,7 @@ buffers (the rotary inv_freq) stay float32, as from_pretrained(dtype=torch.bfloa
 
 Each check uses the project's own code: the scorers and `score_reference` of scoring.py,
 `batching.auto_batch_size`, `base_bench.evaluate`, `base_bench.backends.transformers.load_model`, and the command
-line in a subprocess where the issue names a flag (`--device-map`, `--max-memory`). Each check is
+line in a subprocess where a check is about a flag (`--device-map`, `--max-memory`). Each check is
 independent: an exception is recorded in the JSON with its message and the run goes on. A global
 time budget (--budget-s) skips a check that would not fit, and the long checks stop early at their
 own deadline; both are recorded. The JSON and the Markdown are rewritten after every check, so a
@@ -26,7 +26,7 @@ run killed at its limit still leaves what it measured.
 torchrun check with gloo instead of nccl, the device-map check with CPU and disk offload instead of
 GPU and CPU), and records why the CUDA-only parts are skipped. tests/test_gpu_check.py runs it.
 
-On the device machine (bench/RESULTS.md, "GPU check", says how): the script needs torch,
+On the GPU machine (bench/RESULTS.md, "GPU check", says how): the script needs torch,
 transformers, accelerate, tokenizers, huggingface_hub (base_bench.backends.transformers imports it), tqdm and numpy
 (evaluate's progress bar and report), safetensors (save_pretrained); not gguf, matplotlib or
 lm-eval. In the JSON, `environment.project_dependencies` records which were there, and
@@ -71,10 +71,10 @@ SCORER_NAMES = ("packed", "plain", "kv-cache")
 FP32_TARGET = 1e-4  # largest per-choice |delta| against the card-literal loop, float32
 SAME_TARGET = 1e-4  # two runs of the same weights on the same device that should agree
 SPEED_TARGET_S = 1.0  # scoring seconds, 350 items, 1B-shaped model, bfloat16, batch auto
-PEAK_BF16 = 790e12  # the H200's dense bfloat16 rate in FLOP/s, as issue 16 gives it
+PEAK_BF16 = 790e12  # the H200's dense bfloat16 rate in FLOP/s that the GPU speed target is measured against
 EVAL_BATCH = 8  # the CLI's default batch size, used where two runs must cut the same batches
 DRY_ITEMS = 20
-DEFAULT_BUDGET_S = 450.0  # the issue: the whole run in at most 8 minutes
+DEFAULT_BUDGET_S = 450.0  # the whole run in at most 8 minutes, with time left to bring the files back
 TINY, BIG = "tiny", "llama-1b-shaped"
 LM_HEAD_MODES = (
     "scoring._BatchScorer.keep_mode: 'mask' = transformers took a boolean logits_to_keep and ran the LM "

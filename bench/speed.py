@@ -277,7 +277,7 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
         f"- start-up check: {check_s:.1f} s, shared vs plain on {len(check['checked_items'])} items: "
         f"max |delta| {check['max_abs_diff_vs_plain']:.1e} (ok={check['ok']}).",
         f"- llama.cpp's own rate over the backend's: {pp['pinned']['tokens_per_s'] / backend_rate:.2f}× with the same "
-        f"pinned kernels and llama-bench's one logit row per prompt (the issue's target: at most 1.2×); "
+        f"pinned kernels and llama-bench's one logit row per prompt (the target: at most 1.2×); "
         f"{pp['pinned-logits']['tokens_per_s'] / backend_rate:.2f}× when llama.cpp also computes the logits at the "
         f"{pp['pinned-logits']['logit_rows']} rows the backend needs (the same work: what is left is Python, "
         f"log_softmax and bookkeeping); {pp['defaults']['tokens_per_s'] / backend_rate:.2f}× "

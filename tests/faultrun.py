@@ -33,8 +33,9 @@ The forked processes die with the server.
     error-fsync:FILE:N:ERR    the N-th os.fsync of FILE, and every later one, raises OSError(ERR)
 
 FILE is a base name: partial_results.jsonl, report.json.tmp, run_config.json.tmp, predictions.md.tmp
-(the temporary files are what the atomic writes write into). Tests in the same process use
-`install(fault, setattr=monkeypatch.setattr)` for the error faults.
+(the temporary files are what the atomic writes write into: NAME.tmp stands for write_atomic's
+NAME.<random>.tmp). Tests in the same process use `install(fault, setattr=monkeypatch.setattr)` for
+the error faults.
 """
 
 from __future__ import annotations
@@ -73,6 +74,16 @@ def fd_name(fd: int) -> str:
         return os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
     except OSError:
         return ""
+
+
+def is_file(name: str, target: str) -> bool:
+    """Whether base name `name` is FILE `target`: NAME.tmp stands for any NAME.<random>.tmp."""
+    if name == target:
+        return True
+    stem, tmp, _ = target.rpartition(".tmp")
+    return (
+        bool(tmp) and name.startswith(stem + ".") and name.endswith(".tmp") and name.count(".") == stem.count(".") + 2
+    )
 
 
 def _wrap_function(func: str, after, setattr_):
@@ -124,7 +135,7 @@ def install(fault: str, setattr=setattr) -> None:
 
         def make(write):
             def faulty_write(fd, data):
-                if fd_name(fd) != target:
+                if not is_file(fd_name(fd), target):
                     return write(fd, data)
                 seen[0] += 1
                 if seen[0] < n:
@@ -145,7 +156,7 @@ def install(fault: str, setattr=setattr) -> None:
 
         def make(fsync):
             def faulty_fsync(fd):
-                if fd_name(fd) == target:
+                if is_file(fd_name(fd), target):
                     seen[0] += 1
                     if seen[0] >= n:
                         raise OSError(err, os.strerror(err))

@@ -19,6 +19,7 @@ from transformers import PreTrainedTokenizerFast
 from base_bench import evaluate
 from base_bench.backends.transformers import tokenizer_adds_bos
 from base_bench.commands.cli import main
+from base_bench.results.markdown import md_text
 
 from fixtures import write_dataset
 from tiny import tiny_model, tiny_tokenizer
@@ -139,7 +140,7 @@ def test_cli_prints_it_once_and_predictions_md_shows_it(data_dir, tmp_path, caps
     err = capsys.readouterr().err
     assert err.count(NOTE) == 1
     assert rep["config"]["bos_note"].startswith(NOTE)
-    assert f"> N{rep['config']['bos_note'][1:]}" in md
+    assert f"> {md_text('N' + rep['config']['bos_note'][1:])}" in md  # escaped as every field is
     rep, md = cli(model, data_dir, tmp_path / "with-bos", "--add-bos")
     assert NOTE not in capsys.readouterr().err and rep["config"]["bos_note"] is None and "> Note" not in md
     rep, md = cli(export(tmp_path / "plain-model", tiny_tokenizer()), data_dir, tmp_path / "plain")

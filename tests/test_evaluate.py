@@ -111,6 +111,41 @@ def test_bundled_set_is_the_default_and_ships_in_the_package(tok):
     assert len(rep["items"]) == 5 and rep["results"]["uncertainty"]["n_items_in_data"] == 350
 
 
+def test_bundled_is_the_word_for_the_default_and_a_path_is_never_a_word(tok, tmp_path, monkeypatch):
+    model = tiny_model("llama", tok)
+    a = evaluate(model, tok, limit=3, progress=False)
+    b = evaluate(model, tok, "bundled", limit=3, progress=False)
+    assert a["data"] == b["data"] and a["items"] == b["items"] and b["data"]["source"] == "bundled"
+    # a folder that is named like a word is a path when it is given as a Path
+    write_dataset(tmp_path / "bundled")
+    monkeypatch.chdir(tmp_path)
+    c = evaluate(model, tok, Path("bundled"), limit=3, progress=False)
+    assert c["data"]["source"] == "local" and c["data"]["path"] == str(Path("bundled") / "data" / "test.jsonl")
+
+
+def test_the_first_line_names_the_data(tok, data_dir, capsys, caplog):
+    from base_bench.items.dataset import bundled_path
+
+    model = tiny_model("llama", tok)
+    # with progress: on stderr, before the bar
+    evaluate(model, tok, "bundled", limit=2)
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        "data: the bundled set (base-bench's own items; its Elo is not comparable with official results): "
+        f"{bundled_path()}, SHA-256 {BUNDLED_SHA256[:12]}…"
+    )
+    # without: a note of the base_bench logger (INFO), shown where notes are on (as the command line
+    # sets them, which an earlier test in this process may have done); said once either way
+    caplog.set_level("INFO", logger="base_bench")
+    rep = evaluate(model, tok, data_dir, limit=2, progress=False)
+    assert capsys.readouterr().err.count("data: ") <= 1
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("data: ")]
+    assert line == (
+        "data: modified or unknown data (neither the official nor the bundled checksum; not official): "
+        f"{data_dir / 'data' / 'test.jsonl'}, SHA-256 {rep['data']['sha256'][:12]}…"
+    )
+
+
 def test_data_file_and_directory_and_hub(tok, data_dir, monkeypatch):
     model = tiny_model("llama", tok)
     a = evaluate(model, tok, data_dir, limit=4, progress=False)
@@ -280,7 +315,7 @@ def not_causal(kind, tok):
     [
         ("missing data", DataError, "no such directory or data file"),
         ("schema", DataError, "field 'label' has type bool"),
-        ("not data", DataError, "data must be None"),
+        ("not data", DataError, "data must be 'bundled' (or None), 'hub', or a path; got int"),
         ("vocab", ModelError, "vocabulary has 100 entries; is this the model's own tokenizer?"),
         ("base", ModelError, "no language-model head; load it with AutoModelForCausalLM"),
         ("masked", ModelError, "is not a causal LM"),

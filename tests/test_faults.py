@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -120,6 +121,11 @@ def run_faulted(server, base, out, faults, *extra, send=None):
         raise
     code = server.wait()
     return code, read(Path(f"{log}.out")), read(Path(f"{log}.err"))
+
+
+def names(d: Path) -> list[str]:
+    """The entries of `d`, sorted, with write_atomic's temporary NAME.<random>.tmp shown as NAME.tmp."""
+    return sorted(re.sub(r"^(.+\.(?:json|md))\.[^.]+\.tmp$", r"\1.tmp", p.name) for p in d.iterdir())
 
 
 def read(p: Path) -> str:
@@ -258,7 +264,7 @@ def test_sigkill_then_resume_equals_uninterrupted(name, server, base, reference,
     if files is None:
         assert not out.exists()
     else:
-        assert sorted(p.name for p in out.iterdir()) == sorted(files)
+        assert names(out) == sorted(files)
         lines, tail = saved_lines(out)
         low, high = n_saved if isinstance(n_saved, tuple) else (n_saved, n_saved)
         assert low <= len(lines) <= high and (torn is None or bool(tail) == torn)

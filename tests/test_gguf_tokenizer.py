@@ -19,10 +19,8 @@ from tiny_gguf import write_bare_gguf, write_tiny_gguf
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch):
-    root = tmp_path / "cache"
-    monkeypatch.setenv("BASE_BENCH_CACHE", str(root))
-    return root
+def cache(own_cache):
+    return own_cache
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ LAYERS = [
     {"engine"},
     {"results"},
     {"items"},
-    {"errors", "version", "data"},
+    {"errors", "version", "data", "untrusted"},
 ]
 
 

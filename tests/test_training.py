@@ -185,3 +185,11 @@ def test_callback_does_not_overwrite_an_existing_step_report(tmp_path):
 def test_every_n_steps_must_be_positive():
     with pytest.raises(ValueError, match="every_n_steps"):
         BaseBenchCallback(None, every_n_steps=0)
+
+
+def test_callback_takes_the_data_words(tmp_path):
+    """data="bundled" is the default's name; "hub" and a path as evaluate() takes them."""
+    tok = tiny_tokenizer()
+    trainer, cb = train_with_callback(tmp_path, tiny_model("llama", tok), tok, steps=1, data="bundled", limit=4)
+    rep = json.loads((tmp_path / "bench" / "step-1" / "report.json").read_text())
+    assert rep["data"]["source"] == "bundled" and cb.scored_steps == [1]

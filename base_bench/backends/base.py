@@ -33,7 +33,7 @@ class Device:
 class Backend:
     """What `evaluate()` needs from a model. Subclasses set the attributes in their constructor.
 
-    name         "transformers" or "llama.cpp"; recorded in the report, and in the resume
+    name         "transformers", "llama.cpp", "vllm", ...; recorded in the report, and in the resume
                  signature of every backend but the default one (so old runs still resume).
     device       a torch.device (or a `Device`, for a backend without torch): where inputs go, for
                  the report, the signature and OOM handling.

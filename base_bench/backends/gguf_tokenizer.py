@@ -172,8 +172,9 @@ def load_tokenizer(path, use_cache: bool = True):
 
     path = Path(path).expanduser().resolve()
     try:
+        fp = fingerprint(path, remember=use_cache)  # --no-cache: the digest is not kept in the cache folder either
         return gguf_cache.load_tokenizer(
-            path, fingerprint(path), lambda folder: convert(path, folder), GGUFTokenizer.from_dir, use_cache=use_cache
+            path, fp, lambda folder: convert(path, folder), GGUFTokenizer.from_dir, use_cache=use_cache
         )
     except ModelError:
         raise

@@ -4,12 +4,17 @@ score it (`TransformersBackend`, with the torch scorers of transformers_scorers.
     device, dtype = resolve_device("auto"), resolve_dtype("auto", device)
     loaded = load_model("path/or/id/or/file.gguf", device, dtype, revision=None, token=None)
     loaded.model, loaded.tokenizer, loaded.info   # info: what report.json records about the model
+    located = locate_model("org/name-GGUF", gguf_file="model.Q4_K_M.gguf")      # one GGUF of a Hub repo
+    located = locate_model("org/name", model_args={"attn_implementation": "eager"})  # --model-arg
 
 A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`), and
 the converted tokenizer and weights are kept in a disk cache for the next load (gguf_cache.py;
 `use_cache=False` bypasses it); a directory is loaded as a local export; anything else is taken
 as a Hub id and fetched with huggingface_hub (see hub.py), so the resolved commit is known and
-recorded. `fingerprint` names a local file or directory by its content (for --resume and the cache).
+recorded. With `gguf_file`, only that file of the Hub repo is fetched, and from then on it is a
+local .gguf (its content fingerprint names it). `fingerprint` names a local file or directory by
+its content (for --resume and the cache). `model_args` go to the model's `from_pretrained` (not the
+tokenizer's), but for the keys base-bench sets itself (`RESERVED`, each refused naming its flag).
 
     backend = TransformersBackend(loaded.model, loaded.tokenizer)   # what evaluate() asks
 """
@@ -28,7 +33,7 @@ import torch
 from ..errors import ModelError, ScoringError
 from .base import Backend
 from .identity import package_version, weights_fingerprint
-from .locate import Located, classify, locate_model  # noqa: F401 - where callers have found them
+from .locate import RESERVED, Located, check_request, classify, locate_model  # noqa: F401 - where callers have found them
 
 log = logging.getLogger("base_bench")
 
@@ -81,11 +86,15 @@ class Loaded:
     info: dict = field(default_factory=dict)
 
 
-def _from_pretrained(where: str, dtype, placement: dict | None = None, **kwargs):
+def _from_pretrained(where: str, dtype, placement: dict | None = None, model_args: dict | None = None, **kwargs):
+    """Tokenizer and model from `where`; `model_args` go to the model only (tokenizer options would
+    change the token ids, which the card fixes)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs, **(placement or {}))
+    model = AutoModelForCausalLM.from_pretrained(
+        where, dtype=dtype, **kwargs, **(placement or {}), **(model_args or {})
+    )
     return tokenizer, model
 
 
@@ -128,28 +137,41 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
 
     hf_logging.set_verbosity_error()
     place = placement.kwargs() if placement else None
+    args = located.model_args
     try:
         if located.kind == "gguf":
             from . import gguf_cache
 
-            trust = located.kwargs.get("trust_remote_code", False)
-            # the conversion is made whole on the CPU; the placed model is then read from the cache
-            # entry (or, with no entry, dispatched from memory)
+            def from_entry(entry):  # an entry never runs code, whatever --trust-remote-code says: it may
+                # sit on a shared disk, and a GGUF needs no remote code
+                return _from_pretrained(str(entry), dtype, placement=place, model_args=args, trust_remote_code=False)
+
+            def convert(model_args=None):
+                return _from_pretrained(located.where, dtype, model_args=model_args, **located.kwargs)
+
+            # The cache holds the plain conversion, made whole on the CPU (so its key needs no model
+            # arguments); the model is then read from the entry, placed and with the model
+            # arguments, or, with no entry, converted with them (and dispatched from memory).
             tokenizer, model, cache = gguf_cache.load(
                 Path(located.info["path"]),
                 located.info["fingerprint"],
                 dtype,
-                convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
-                load_entry=lambda entry: _from_pretrained(str(entry), dtype, placement=place, trust_remote_code=trust),
+                convert=lambda: convert(None if use_cache else args),
+                load_entry=from_entry,
                 use_cache=use_cache,
             )
-            if placement and cache["status"] == "written":
+            if cache["status"] == "written" and (placement or args):
                 del model
-                tokenizer, model = _from_pretrained(cache["path"], dtype, placement=place, trust_remote_code=trust)
-            elif placement and cache["status"] != "hit":
+                tokenizer, model = from_entry(cache["path"])
+            elif cache["status"] not in ("hit", "disabled", "written") and args:  # converted, not cached
+                del model
+                tokenizer, model = convert(args)
+            if placement and cache["status"] not in ("hit", "written"):
                 model = _dispatch(model, placement)
         else:
-            tokenizer, model = _from_pretrained(located.where, dtype, placement=place, **located.kwargs)
+            tokenizer, model = _from_pretrained(
+                located.where, dtype, placement=place, model_args=args, **located.kwargs
+            )
             cache = {"status": "not-gguf", "path": None}
     except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
         text = str(exc).strip()
@@ -166,8 +188,10 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
     return Loaded(model, tokenizer, info)
 
 
-def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False, use_cache=True) -> Loaded:
-    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype, use_cache=use_cache)
+def load_model(spec, device, dtype, use_cache: bool = True, **where) -> Loaded:
+    """locate_model(spec, **where) (revision, token, trust_remote_code, gguf_file, model_args), then load_located."""
+    located = locate_model(spec, use_cache=use_cache, **where)
+    return load_located(located, device, dtype, use_cache=use_cache)
 
 
 # ---------------------------------------------------------------- a model already in memory
@@ -264,7 +288,12 @@ class TransformersBackend(Backend):
         self._tokenizer = tokenizer
 
     def describe(self) -> dict:
-        return {"model_type": getattr(self.inner.config, "model_type", None), **model_size(self.inner)}
+        config = self.inner.config
+        return {
+            "model_type": getattr(config, "model_type", None),
+            "attn_implementation": getattr(config, "_attn_implementation", None),
+            **model_size(self.inner),
+        }
 
     def fingerprint(self) -> str:
         """weights_fingerprint of the inner model (an adapter's weights included); with an adapter,

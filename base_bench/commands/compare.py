@@ -29,12 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import BaseBenchError
 from ..items import card
+from ..results.markdown import md_cell, md_code, md_text
 from ..results.paired import mcnemar_exact, paired_difference
-from ..results.report import md_cell, pct
-from ..results.reports_io import ReportError, display_name, load_report, refuse_existing, write_atomic
+from ..results.report import pct
+from ..results.reports_io import ReportError, check_outputs, display_name, load_report, write_outputs
 from ..results.stats import CONFIDENCE, resample_counts
-from .cliargs import Parser, fail, positive_int
+from .cliargs import Parser, add_bootstrap, fail, printable
 
 ALPHA = 0.05
 OUT_DIR_FILES = ("compare.json", "compare.md")  # what --out-dir DIR writes
@@ -86,7 +88,7 @@ def pair_items(rep_a: dict, rep_b: dict) -> list[tuple[dict, dict]]:
             float(other["item_elo"]),
             float(other["point_weight"]),
         ):
-            raise ReportError(f"item {i} has a different category, item Elo or weight in the two reports")
+            raise ReportError(f"item {i!r} has a different category, item Elo or weight in the two reports")
     return [(a[i], b[i]) for i in a]
 
 
@@ -238,16 +240,20 @@ def _p(p: float) -> str:
 
 
 def verdict(diff: float, ci: list[float], p: float, n: int) -> dict:
-    """Plain words for the Overall Elo difference B - A, its interval and the McNemar p."""
+    """Plain words for the Overall Elo difference B - A, its interval (of B - A, whichever run is
+    higher) and the McNemar p."""
     lo, hi = ci
     excludes_zero = lo > 0 or hi < 0
     significant = p < ALPHA
+    # The interval is always the one of B − A, as every table of the comparison gives it: turning it
+    # round to A − B when A is higher would read as the opposite sign of the line just above it.
+    stated = f"(B − A = {_num(diff, 1)}, 95% CI {_num(lo)} to {_num(hi)})"
     if round(diff) == 0:
-        head = f"A and B have the same Overall Elo to the nearest point (B − A = {_num(diff, 1)}, 95% CI {_num(lo)} to {_num(hi)})"
+        head = f"A and B have the same Overall Elo to the nearest point {stated}"
     elif diff > 0:
-        head = f"B is higher by {_num(diff)} Elo (95% CI {_num(lo)} to {_num(hi)})"
+        head = f"B is higher by {_num(diff)} Elo {stated}"
     else:
-        head = f"A is higher by {_num(-diff)} Elo (95% CI {_num(-hi)} to {_num(-lo)})"
+        head = f"A is higher by {_num(-diff)} Elo {stated}"
     if excludes_zero and significant:
         level, why = "decisive", f"the interval excludes 0 and McNemar p {_p(p)}, so this difference is decisive"
     elif not excludes_zero and not significant:
@@ -283,13 +289,14 @@ def _run_line(tag: str, info: dict) -> str:
     return f"{tag}: {info['name']}{extra}  ({info['report']})"
 
 
-def _scores_line(cmp: dict, head: str) -> list[str]:
+def _scores_line(cmp: dict, head: str, text=str) -> list[str]:
+    """The score agreement line; `text` formats the item id (md_text for Markdown)."""
     sc = cmp.get("scores") or {}
     if not sc.get("n_choices"):
         return []
     return [
         f"{head}per-choice |log-prob B − A| median {sc['median_abs_logprob_diff']:.3g}, max "
-        f"{sc['max_abs_logprob_diff']:.3g} nats (item {sc['max_item']}); predicted choice differs on "
+        f"{sc['max_abs_logprob_diff']:.3g} nats (item {text(sc['max_item'])}); predicted choice differs on "
         f"{sc['predictions_differ']} of {cmp['n_items']} items"
     ]
 
@@ -336,9 +343,9 @@ def render_markdown(cmp: dict) -> str:
     """Markdown rendering of a comparison dict; reads nothing but `cmp`."""
     o, m, bs = cmp["overall"], cmp["mcnemar"], cmp["bootstrap"]
     out = [
-        f"# {cmp['benchmark']}: B vs A",
+        f"# {md_text(cmp['benchmark'])}: B vs A",
         "",
-        f"**Verdict:** {cmp['verdict']['text']}",
+        f"**Verdict:** {cmp['verdict']['text']}",  # our own words and numbers
         "",
         "| run | model | dtype | add_bos | official | report |",
         "|---|---|---|---|---|---|",
@@ -346,11 +353,11 @@ def render_markdown(cmp: dict) -> str:
     for tag in ("a", "b"):
         i = cmp[tag]
         out.append(
-            f"| {tag.upper()} | `{md_cell(i['model'])}` | {i['dtype']} | {i['add_bos']} | "
-            f"{'yes' if i['official'] else 'no'} | `{md_cell(i['report'])}` |"
+            f"| {tag.upper()} | {md_code(i['model'], cell=True)} | {md_cell(i['dtype'])} | {md_cell(i['add_bos'])} | "
+            f"{'yes' if i['official'] else 'no'} | {md_code(i['report'], cell=True)} |"
         )
-    out += ["", f"{cmp['n_items']} paired items; data SHA-256 `{cmp['data_sha256']}`."]
-    out += [f"Note: {n}." for n in cmp["settings_notes"]]
+    out += ["", f"{cmp['n_items']} paired items; data SHA-256 {md_code(cmp['data_sha256'])}."]
+    out += [f"Note: {md_text(n)}." for n in cmp["settings_notes"]]
     out += [
         "",
         "## Overall",
@@ -361,12 +368,12 @@ def render_markdown(cmp: dict) -> str:
         f"| raw accuracy | {pct(o['raw_accuracy_a'])} | {pct(o['raw_accuracy_b'])} | | |",
         f"| weighted accuracy | {pct(o['weighted_accuracy_a'])} | {pct(o['weighted_accuracy_b'])} | | |",
         "",
-        f"Paired bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {bs['method']}.",
+        f"Paired bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {md_text(bs['method'])}.",
         "",
         f"McNemar ({m['test']}): {m['a_right_b_wrong']} items only A got right, {m['a_wrong_b_right']} only B "
         f"got right; p {_p(m['p'])}.",
         "",
-        *[line + "." for line in _scores_line(cmp, "Scores: ")],
+        *[line + "." for line in _scores_line(cmp, "Scores: ", md_text)],
         "",
         "## Categories",
         "",
@@ -375,7 +382,7 @@ def render_markdown(cmp: dict) -> str:
     ]
     for cat, c in cmp["categories"].items():
         out.append(
-            f"| {cat} | {c['n']} | {_num(c['elo_a'], 1)} | {_num(c['elo_b'], 1)} | {_num(c['diff'], 1)} | "
+            f"| {md_cell(cat)} | {c['n']} | {_num(c['elo_a'], 1)} | {_num(c['elo_b'], 1)} | {_num(c['diff'], 1)} | "
             f"{_ci(c['ci95'])} | {pct(c['raw_accuracy_a'])} | {pct(c['raw_accuracy_b'])} | "
             f"{c['a_right_b_wrong']} | {c['a_wrong_b_right']} |"
         )
@@ -388,8 +395,8 @@ def render_markdown(cmp: dict) -> str:
         out += ["| id | category | difficulty | A selected | B selected | correct |", "|---|---|---|---|---|---|"]
         for f in flips:
             out.append(
-                f"| {f['id']} | {f['category']} | {f['difficulty']} | {md_cell(f['selected_a'])} | "
-                f"{md_cell(f['selected_b'])} | {md_cell(f['correct'])} |"
+                f"| {md_cell(f['id'])} | {md_cell(f['category'])} | {md_cell(f['difficulty'])} | "
+                f"{md_cell(f['selected_a'])} | {md_cell(f['selected_b'])} | {md_cell(f['correct'])} |"
             )
     return "\n".join(out) + "\n"
 
@@ -407,14 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_b", metavar="RUN_B", help="the run to compare against RUN_A (differences are B − A)")
     p.add_argument("--json", metavar="FILE", help="write the full comparison as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (rendered from the JSON)")
-    p.add_argument(
-        "--resamples",
-        type=positive_int("--resamples"),
-        default=2000,
-        metavar="N",
-        help="paired bootstrap resamples (default 2000)",
-    )
-    p.add_argument("--seed", type=int, default=1234, help="bootstrap seed (default 1234); recorded in the output")
+    add_bootstrap(p, "paired bootstrap")
     p.add_argument(
         "--out-dir",
         metavar="DIR",
@@ -432,23 +432,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.json or args.markdown:
             parser.error("--out-dir names both output files; give either it or --json / --markdown")
         args.json, args.markdown = (str(Path(args.out_dir) / name) for name in OUT_DIR_FILES)
-    outputs = [Path(x).expanduser() for x in (args.json, args.markdown) if x]
+    out_dir = Path(args.out_dir).expanduser() if args.out_dir is not None else None
     try:
-        if args.out_dir is not None and outputs[0].parent.exists() and not outputs[0].parent.is_dir():
-            raise ReportError(f"--out-dir {args.out_dir} is a file, not a directory")
-        if len(outputs) == 2 and outputs[0].resolve() == outputs[1].resolve():
-            raise ReportError("--json and --markdown name the same file")
-        refuse_existing(outputs, args.force)
+        check_outputs([Path(x).expanduser() for x in (args.json, args.markdown) if x], args.force, out_dir)
         rep_a, rep_b = load_report(args.run_a), load_report(args.run_b)
         cmp = build_comparison(rep_a, rep_b, resamples=args.resamples, seed=args.seed)
-        print("\n".join(summary_lines(cmp)))
+        print(printable("\n".join(summary_lines(cmp))))
+        files = {}
         if args.json:
-            write_atomic(Path(args.json).expanduser(), json.dumps(cmp, indent=2, ensure_ascii=False) + "\n")
-            print(f"wrote {args.json}")
+            files[Path(args.json).expanduser()] = json.dumps(cmp, indent=2, ensure_ascii=False) + "\n"
         if args.markdown:
-            write_atomic(Path(args.markdown).expanduser(), render_markdown(cmp))
-            print(f"wrote {args.markdown}")
-    except ReportError as exc:
+            files[Path(args.markdown).expanduser()] = render_markdown(cmp)
+        write_outputs(files, say=print)
+    except BaseBenchError as exc:
         return fail(exc)
     return 0
 

@@ -9,6 +9,9 @@ Writes, into --out-dir (default ./leaderboard; `--out` is the older spelling):
     category_elo-<sha12>.png       Overall and category Elo with 95% bars, one colour per run
     calibration-<sha12>.png        observed accuracy by item Elo against the fitted Elo curve
 
+<sha12> is the first 12 hex digits of the data file's SHA-256, or more where two data files on one
+board share their first 12 (`short_shas`), so that no group's plots overwrite another's.
+
 Runs scored on different data files (different data SHA-256) are never ranked together. By default
 each data file gets its own, labelled table and plots; with --strict such a mix is refused. Nothing
 is recomputed: every number is read from report.json, and values that older reports lack (such as
@@ -26,11 +29,22 @@ import html
 import sys
 from pathlib import Path
 
+from ..errors import BaseBenchError
 from ..items import card
 from ..results import plots
+from ..results.markdown import md_cell, md_code, md_text
 from ..results.report import ci_cell, elo_cell, pct_cell
-from ..results.reports_io import ReportError, display_name, html_page, load_report, refuse_existing, write_atomic
-from .cliargs import Parser, fail
+from ..results.reports_io import (
+    ReportError,
+    check_finished,
+    check_outputs,
+    display_name,
+    html_page,
+    load_report,
+    plain_name,
+    write_outputs,
+)
+from .cliargs import Parser, add_out_dir, fail, printable
 
 GROUPING_NOTE = (
     "Runs on different data files (different data SHA-256) are never ranked together: each data "
@@ -83,10 +97,14 @@ def _row(rep: dict, label: str, categories: list[str]) -> dict:
     }
 
 
-def _check_ranked(rep: dict) -> None:
-    elo = ((rep.get("results") or {}).get("overall") or {}).get("elo")
-    if not isinstance(elo, (int, float)):
-        raise ReportError(f"{rep['_path']}: no results.overall.elo; not a finished base-bench report")
+def short_shas(shas, n: int = 12) -> dict[str, str]:
+    """Each SHA-256 cut to the first `n` hex digits, or to as many as it takes for no two to be the
+    same (two data files whose hashes share a prefix still get plots of their own)."""
+    shas = list(dict.fromkeys(shas))
+    length = n
+    while len({s[:length] for s in shas}) < len(shas):
+        length += 1
+    return {s: s[:length] for s in shas}
 
 
 def group_by_data(reports: list[dict]) -> dict[str, list[dict]]:
@@ -101,9 +119,11 @@ def group_by_data(reports: list[dict]) -> dict[str, list[dict]]:
 def build_leaderboard(reports: list[dict]) -> dict:
     """Groups (one per data SHA-256), each with its runs sorted by Overall Elo, highest first."""
     for r in reports:
-        _check_ranked(r)
+        check_finished(r)
     out = []
-    for sha, reps in group_by_data(reports).items():
+    groups = group_by_data(reports)
+    short = short_shas(groups)
+    for sha, reps in groups.items():
         reps = sorted(reps, key=lambda r: -r["results"]["overall"]["elo"])
         cats = plots.category_rows(reps)
         rows = [_row(r, lab, cats) for r, lab in zip(reps, run_labels(reps))]
@@ -113,6 +133,7 @@ def build_leaderboard(reports: list[dict]) -> dict:
         out.append(
             {
                 "data_sha256": sha,
+                "data_short": short[sha],
                 "data_description": data.get("description")
                 or ("official data" if sha == card.OFFICIAL_SHA256 else "data"),
                 "official_data": sha == card.OFFICIAL_SHA256,
@@ -140,7 +161,11 @@ def grouping_sentence(board: dict) -> str:
 
 def group_title(i: int, g: dict) -> str:
     kind = "official data" if g["official_data"] else g["data_description"]
-    return f"Data file {i + 1}: SHA-256 {g['data_sha256'][:12]}… — {kind}"
+    return f"Data file {i + 1}: SHA-256 {_short(g)}… — {kind}"
+
+
+def _short(g: dict) -> str:
+    return g.get("data_short") or g["data_sha256"][:12]
 
 
 def table_cells(g: dict) -> tuple[list[str], list[list[str]]]:
@@ -160,44 +185,40 @@ def table_cells(g: dict) -> tuple[list[str], list[list[str]]]:
                 pct_cell(r["weighted_accuracy"]),
                 str(r["n_items"]),
                 "yes" if r["official"] else "no",
-                r["data_sha256"][:12],
+                _short(g),
             ]
         )
     return head, rows
 
 
 def image_names(board: dict) -> list[dict]:
-    """PNG file names per group."""
+    """PNG file names per group (plain file names: the hashes are checked hex digits)."""
     return [
         {
-            "category": f"category_elo-{g['data_sha256'][:12]}.png",
-            "calibration": f"calibration-{g['data_sha256'][:12]}.png",
+            "category": plain_name(f"category_elo-{_short(g)}.png"),
+            "calibration": plain_name(f"calibration-{_short(g)}.png"),
         }
         for g in board["groups"]
     ]
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(board: dict, images: list[dict]) -> str:
-    out = [f"# {board['benchmark']} leaderboard", "", grouping_sentence(board)]
+    out = [f"# {md_text(board['benchmark'])} leaderboard", "", md_text(grouping_sentence(board))]
     for i, (g, img) in enumerate(zip(board["groups"], images)):
         head, rows = table_cells(g)
         out += [
             "",
-            f"## {group_title(i, g)}",
+            f"## {md_text(group_title(i, g))}",
             "",
-            f"Full data SHA-256: `{g['data_sha256']}`.",
+            f"Full data SHA-256: {md_code(g['data_sha256'])}.",
             "",
-            "| " + " | ".join(head) + " |",
+            "| " + " | ".join(md_cell(h) for h in head) + " |",
             "|" + "---:|" * 1 + "---|" + "---:|" * (len(head) - 2),
         ]
-        out += ["| " + " | ".join(_md(c) for c in row) + " |" for row in rows]
+        out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
         out += [
             "",
-            "Reports: " + "; ".join(f"{r['rank']}. `{_md(r['report'])}`" for r in g["rows"]),
+            "Reports: " + "; ".join(f"{r['rank']}. {md_code(r['report'])}" for r in g["rows"]),
             "",
             f"![Overall and category Elo]({img['category']})",
             "",
@@ -265,13 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "runs", nargs="+", metavar="RUN_DIR", help="run directories holding report.json (or report.json files)"
     )
-    p.add_argument(
-        "--out-dir",
-        "--out",
-        dest="out_dir",
-        default="leaderboard",
-        metavar="DIR",
-        help="output directory (default ./leaderboard); --out is the older spelling of the same flag",
+    add_out_dir(
+        p, "output directory (default ./leaderboard); --out is the older spelling of the same flag", "leaderboard"
     )
     p.add_argument("--strict", action="store_true", help="refuse runs on different data files instead of grouping them")
     p.add_argument("--force", action="store_true", help="overwrite existing leaderboard files in --out-dir")
@@ -282,8 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.out_dir).expanduser()
     try:
-        if out.exists() and not out.is_dir():
-            raise ReportError(f"--out-dir {out} is a file, not a directory")
+        check_outputs([], args.force, out_dir=out)
         seen, reports = set(), []
         for run in args.runs:
             rep = load_report(run)
@@ -300,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         names = image_names(board)
         targets = [out / "leaderboard.md", out / "leaderboard.html"] + [out / n for img in names for n in img.values()]
-        refuse_existing(targets, args.force)
+        check_outputs(targets, args.force, out_dir=out)
         pngs = []
         for g, _img in zip(board["groups"], names):
             reps = [next(r for r in reports if r["_path"] == row["report"]) for row in g["rows"]]
@@ -308,14 +323,13 @@ def main(argv: list[str] | None = None) -> int:
             pngs.append(
                 {"category": plots.category_elo_png(reps, labels), "calibration": plots.calibration_png(reps, labels)}
             )
-        for png, img in zip(pngs, names):
-            for key in ("category", "calibration"):
-                write_atomic(out / img[key], png[key])
-        write_atomic(out / "leaderboard.md", render_markdown(board, names))
-        write_atomic(out / "leaderboard.html", render_html(board, pngs))
-    except ReportError as exc:
+        files = {out / img[key]: png[key] for png, img in zip(pngs, names) for key in ("category", "calibration")}
+        files[out / "leaderboard.md"] = render_markdown(board, names)
+        files[out / "leaderboard.html"] = render_html(board, pngs)
+        write_outputs(files)
+    except BaseBenchError as exc:
         return fail(exc)
-    print("\n".join(summary_lines(board)))
+    print(printable("\n".join(summary_lines(board))))
     print(f"wrote {out}/leaderboard.md, {out}/leaderboard.html and {2 * len(names)} PNG plot(s)")
     return 0
 

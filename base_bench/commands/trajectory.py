@@ -27,11 +27,12 @@ import html
 import sys
 from pathlib import Path
 
-from ..errors import ReportError
+from ..errors import BaseBenchError, ReportError
 from ..results import plots
-from ..results.report import ci_cell, elo_cell, md_cell, pct
-from ..results.reports_io import display_name, html_page, load_report, refuse_existing, write_atomic
-from .cliargs import Parser, fail
+from ..results.markdown import md_cell, md_text
+from ..results.report import ci_cell, elo_cell, pct
+from ..results.reports_io import check_finished, check_outputs, display_name, html_page, load_report, write_outputs
+from .cliargs import Parser, add_out_dir, fail, printable
 
 OUTPUTS = {"png": "trajectory.png", "md": "trajectory.md", "html": "trajectory.html"}
 
@@ -42,7 +43,7 @@ def find_reports(run_dir: str | Path) -> list[dict]:
     if not root.is_dir():
         raise ReportError(f"{run_dir}: no such directory")
     reports = [load_report(p) for p in sorted(root.rglob("report.json"))]
-    reports = [r for r in reports if isinstance(r.get("training_step"), int)]
+    reports = [r for r in reports if r.get("training_step") is not None]  # load_report checked it is an int
     if not reports:
         raise ReportError(
             f"{run_dir}: no report.json with a training_step under it (BaseBenchCallback writes "
@@ -62,6 +63,7 @@ def build_trajectory(reports: list[dict]) -> dict:
         )
     seen: dict[int, str] = {}
     for r in reports:
+        check_finished(r, ("elo", "raw_accuracy", "weighted_accuracy", "n"))
         step = r["training_step"]
         if step in seen:
             raise ReportError(f"step {step} has two reports: {seen[step]} and {r['_path']}")
@@ -80,14 +82,14 @@ def build_trajectory(reports: list[dict]) -> dict:
                 "raw_accuracy": o["raw_accuracy"],
                 "weighted_accuracy": o["weighted_accuracy"],
                 "n_items": o["n"],
-                "categories": {c: (res["categories"].get(c) or {}).get("elo") for c in categories},
+                "categories": {c: ((res.get("categories") or {}).get(c) or {}).get("elo") for c in categories},
                 "official": r.get("official"),
                 "report": r["_path"],
             }
         )
     first = reports[0]
     models = list(
-        dict.fromkeys(display_name((r.get("config") or {}).get("model", {}).get("spec", "?")) for r in reports)
+        dict.fromkeys(display_name(((r.get("config") or {}).get("model") or {}).get("spec") or "?") for r in reports)
     )
     return {
         "benchmark": first.get("benchmark", "base-bench"),
@@ -141,8 +143,8 @@ def _notes(traj: dict) -> list[str]:
 
 def render_markdown(traj: dict, png_name: str) -> str:
     head, rows = table_cells(traj)
-    out = [f"# {_title(traj)}", ""] + [n + "\n" for n in _notes(traj)]
-    out += ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    out = [f"# {md_text(_title(traj))}", ""] + [md_text(n) + "\n" for n in _notes(traj)]
+    out += ["| " + " | ".join(md_cell(h) for h in head) + " |", "|" + "---:|" * len(head)]
     out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
     out += ["", f"![Overall and category Elo against training step]({png_name})"]
     return "\n".join(out) + "\n"
@@ -181,13 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
         "files BaseBenchCallback writes, and write a Markdown table and a self-contained HTML page.",
     )
     p.add_argument("run_dir", metavar="DIR", help="directory holding the per-step reports of one training run")
-    p.add_argument(
-        "--out-dir",
-        "--out",
-        dest="out_dir",
-        metavar="OUT",
-        help="where to write trajectory.png/.md/.html (default: DIR); --out is the older spelling",
-    )
+    add_out_dir(p, "where to write trajectory.png/.md/.html (default: DIR); --out is the older spelling")
     p.add_argument("--force", action="store_true", help="overwrite existing trajectory files")
     return p
 
@@ -196,19 +192,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = Path(args.out_dir if args.out_dir else args.run_dir).expanduser()
     try:
-        if out.exists() and not out.is_dir():
-            raise ReportError(f"--out-dir {out} is a file, not a directory")
+        check_outputs([], args.force, out_dir=out)
         reports = find_reports(args.run_dir)
         traj = build_trajectory(reports)
         targets = {k: out / name for k, name in OUTPUTS.items()}
-        refuse_existing(targets.values(), args.force)
+        check_outputs(targets.values(), args.force, out_dir=out)
         png = plots.trajectory_png([r["training_step"] for r in reports], reports, _title(traj))
-        write_atomic(targets["png"], png)
-        write_atomic(targets["md"], render_markdown(traj, OUTPUTS["png"]))
-        write_atomic(targets["html"], render_html(traj, png))
-    except ReportError as exc:
+        write_outputs(
+            {
+                targets["png"]: png,
+                targets["md"]: render_markdown(traj, OUTPUTS["png"]),
+                targets["html"]: render_html(traj, png),
+            }
+        )
+    except BaseBenchError as exc:
         return fail(exc)
-    print("\n".join(summary_lines(traj)))
+    print(printable("\n".join(summary_lines(traj))))
     print(f"wrote {targets['png']}, {targets['md']} and {targets['html']}")
     return 0
 

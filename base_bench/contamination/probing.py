@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ..results.markdown import md_cell, md_code, md_text
 from .canary import Canary, random_second_halves
 
 ALPHA = 0.01
@@ -107,20 +108,20 @@ def render_markdown(res: dict, model: str) -> str:
         [
             "# Canary probe",
             "",
-            f"Model: `{model}` ({res['backend']} backend).",
+            f"Model: {md_code(model)} ({md_text(res['backend'])} backend).",
             "",
-            f"Prompt: `{res['prompt']}`; true second half `{res['true_second_half']}` against {res['candidates']} "
-            f"random GUID second halves (seed {res['seed']}).",
+            f"Prompt: {md_code(res['prompt'])}; true second half {md_code(res['true_second_half'])} against "
+            f"{res['candidates']} random GUID second halves (seed {res['seed']}).",
             "",
             "| | summed log-prob |",
             "|---|---:|",
             f"| true second half | {res['true_logprob']:.2f} |",
-            f"| best random ({res['best_random']}) | {res['random_logprob']['max']:.2f} |",
+            f"| best random ({md_cell(res['best_random'])}) | {res['random_logprob']['max']:.2f} |",
             f"| median random | {res['random_logprob']['median']:.2f} |",
             "",
             f"Rank **{res['rank']}** of {res['candidates'] + 1}; empirical p-value **{res['p_value']:.3g}**.",
             "",
-            f"Verdict: {res['verdict']}.",
+            f"Verdict: {md_text(res['verdict'])}.",
             "",
         ]
     )

@@ -2,11 +2,14 @@
 
 text = render_markdown(rep)          # contamination.md
 print("\\n".join(summary_lines(rep)))
+
+File names, document ids, excerpts and item ids come from a corpus and a data file that others
+wrote: every one goes into the Markdown through results.markdown (md_text, md_cell, md_code).
 """
 
 from __future__ import annotations
 
-from ..results.report import md_cell
+from ..results.markdown import md_cell, md_code, md_text
 
 
 def _gb(n: int) -> str:
@@ -48,7 +51,7 @@ def render_markdown(rep: dict) -> str:
     out = [
         "# Benchmark contamination scan",
         "",
-        f"Items: {t['items']} from `{md_cell(d['path'])}` ({d['kind']}, SHA-256 `{d['sha256']}`).",
+        f"Items: {t['items']} from {md_code(d['path'])} ({md_text(d['kind'])}, SHA-256 {md_code(d['sha256'])}).",
         f"Corpus: {t['files']} file(s), {_gb(t['bytes'])}, {t['documents_scanned']} documents, {t['words']} words.",
         "",
         "| | items |",
@@ -68,11 +71,11 @@ def render_markdown(rep: dict) -> str:
         "",
         "## Settings",
         "",
-        f"- N = {s['n']}: {s['n_rule']}",
-        f"- Normalisation: {s['normalisation']}",
-        f"- Dirty: {s['dirty_rule']}.",
-        f"- Text key `{s['text_key']}`, id key `{s['id_key']}`; executor {s['executor']}, {s['workers']} worker(s), "
-        f"{s['tasks']} task(s).",
+        f"- N = {s['n']}: {md_text(s['n_rule'])}",
+        f"- Normalisation: {md_text(s['normalisation'])}",
+        f"- Dirty: {md_text(s['dirty_rule'])}.",
+        f"- Text key {md_code(s['text_key'])}, id key {md_code(s['id_key'])}; executor {md_text(s['executor'])}, "
+        f"{s['workers']} worker(s), {s['tasks']} task(s).",
     ]
     if rep["corpus"]["skipped"]:
         out += ["", "## Skipped files", ""] + [f"- {md_cell(x['error'])}" for x in rep["corpus"]["skipped"]]
@@ -80,11 +83,11 @@ def render_markdown(rep: dict) -> str:
         out += [
             "",
             f"Not read ({len(rep['corpus']['ignored'])} file(s) of other types): "
-            + ", ".join(f"`{md_cell(x)}`" for x in rep["corpus"]["ignored"][:20])
+            + ", ".join(md_code(x) for x in rep["corpus"]["ignored"][:20])
             + (" …" if len(rep["corpus"]["ignored"]) > 20 else ""),
         ]
     out += ["", "## Canary", ""]
-    out += [f"Looked for: {', '.join(f'`{c}`' for c in rep['canary']['strings'])}.", ""]
+    out += [f"Looked for: {', '.join(md_code(c) for c in rep['canary']['strings'])}.", ""]
     if rep["canary"]["documents"]:
         out += ["| document | benchmark items in it | excerpt |", "|---|---:|---|"]
         out += [
@@ -105,8 +108,8 @@ def render_markdown(rep: dict) -> str:
             first = i["documents"][0] if i["documents"] else None
             wrong = ", ".join(f"choice {w['choice']} in {w['documents']}" for w in i["wrong_continuations"]) or "–"
             out.append(
-                f"| {i['id']} | {'yes' if i['dirty'] else 'no'} | {'yes' if i['answer_leaked'] else 'no'} | "
-                f"{100 * i['fraction']:.0f}% | {', '.join(i['llama2'])} | {i['n_documents']} | {wrong} | "
+                f"| {md_cell(i['id'])} | {'yes' if i['dirty'] else 'no'} | {'yes' if i['answer_leaked'] else 'no'} | "
+                f"{100 * i['fraction']:.0f}% | {md_cell(', '.join(i['llama2']))} | {i['n_documents']} | {wrong} | "
                 + (f"{md_cell(_where(first))}: {md_cell(first['excerpt'])}" if first else "–")
                 + " |"
             )

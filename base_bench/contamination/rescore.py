@@ -16,29 +16,41 @@ contamination. A subset with no items has no Elo (null).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import ReportError
 from ..results.elo import fit_elo, fit_elo_many
+from ..results.markdown import md_code, md_text
+from ..results.reports_io import MAX_ITEMS, SHA256, load_checked
 from ..results.stats import CONFIDENCE, percentile_interval, resample_counts
 
 
 def load_scan(where: str | Path) -> dict:
+    """A scan's contamination.json, read within bounds (untrusted.load_json) and checked where
+    `rescore` reads it; ReportError (one line) if it cannot be used."""
     p = Path(where).expanduser()
     f = p / "contamination.json" if p.is_dir() else p
-    if not f.is_file():
+    if not f.exists():
         raise ReportError(f"--scan {where}: no contamination.json there (is the scan finished?)")
-    try:
-        scan = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ReportError(f"{f}: cannot be read ({type(e).__name__})") from None
-    if not isinstance(scan, dict) or not isinstance(scan.get("items"), list) or "data" not in scan:
-        raise ReportError(f"{f}: not a base-bench contamination scan")
-    scan["_path"] = str(f)
-    return scan
+    return load_checked(f, _scan_problem, "a base-bench contamination scan")
+
+
+def _scan_problem(scan) -> str | None:
+    if not isinstance(scan, dict) or not isinstance(scan.get("items"), list):
+        return "no items"
+    data = scan.get("data")
+    if not isinstance(data, dict) or not isinstance(data.get("sha256"), str) or not SHA256.fullmatch(data["sha256"]):
+        return "data.sha256 is not 64 lowercase hex digits"
+    if len(scan["items"]) > MAX_ITEMS:
+        return f"{len(scan['items'])} items; at most {MAX_ITEMS:,} are read"
+    for n, it in enumerate(scan["items"]):
+        if not (isinstance(it, dict) and isinstance(it.get("id"), str) and isinstance(it.get("dirty"), bool)):
+            return f"item {n} has no string id and true/false dirty"
+    if not isinstance(scan.get("settings", {}), dict):
+        return "settings is not an object"
+    return None
 
 
 def rescore(rep: dict, scan: dict, resamples: int = 2000, seed: int = 1234) -> dict:
@@ -51,7 +63,7 @@ def rescore(rep: dict, scan: dict, resamples: int = 2000, seed: int = 1234) -> d
     items = rep["items"]
     missing = [it["id"] for it in items if it["id"] not in dirty_of]
     if missing:
-        raise ReportError(f"{len(missing)} of the run's items are not in the scan (e.g. {missing[0]})")
+        raise ReportError(f"{len(missing)} of the run's items are not in the scan (e.g. {missing[0]!r})")
     e = np.array([float(it["item_elo"]) for it in items])
     w = np.array([float(it["point_weight"]) for it in items])
     y = np.array([1.0 if it["correct"] else 0.0 for it in items])
@@ -177,19 +189,21 @@ def render_markdown(res: dict) -> str:
         [
             "# Elo on the clean and dirty items",
             "",
-            f"Run: `{res['run']}` (model `{res['model']}`); scan: `{res['scan']}`.",
+            f"Run: {md_code(res['run'])} (model {md_code(res['model'])}); scan: {md_code(res['scan'])}.",
             "",
-            f"**Verdict:** {res['verdict']}.",
+            f"**Verdict:** {res['verdict']}.",  # our own words and numbers
             "",
             "| subset | items | Overall Elo | 95% CI | − full | 95% CI of − full | accuracy |",
             "|---|---:|---:|---|---:|---|---:|",
             *rows,
             "",
-            f"Dirty: {res['rule']}.",
+            f"Dirty: {md_text(res['rule'])}.",
             "",
-            f"Bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {bs['method']}.",
+            f"Bootstrap: {bs['resamples']} resamples, seed {bs['seed']}; {md_text(bs['method'])}.",
             "",
-            f"Dirty items ({len(res['dirty_items'])}): " + (", ".join(res["dirty_items"]) or "none") + ".",
+            f"Dirty items ({len(res['dirty_items'])}): "
+            + (", ".join(md_text(i) for i in res["dirty_items"]) or "none")
+            + ".",
             "",
         ]
     )

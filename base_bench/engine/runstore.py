@@ -23,6 +23,15 @@ advisory: it stops other base-bench processes, not other programs. `check` tests
 A write that fails (no space left, an I/O error) raises StorageError, and the files stay usable:
 an append that fails is cut back to the last whole line, a report is replaced atomically or not at
 all. `--resume` continues once the problem is fixed.
+
+A run folder may come from someone else (a tarball, a shared disk), so nothing in it is trusted:
+`check` refuses, with one line, a run file or `.lock` that is a symbolic link, a FIFO, a folder or
+anything else that is not a regular file, and a `.lock` or partial file with a second hard link;
+the files that are changed in place (`.lock`, the partial results) are opened with O_NOFOLLOW, and
+every other file is replaced by a rename (reports_io.write_atomic), so no write lands outside the
+out-dir. Files read back are bounded (untrusted.read_regular: 256 MiB, JSON 64 levels deep), and a
+partial line that is not a whole, well-formed result is a damaged line. Temporary files that a
+killed writer left are removed when the next run takes the lock.
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,14 +52,17 @@ try:
 except ImportError:  # Windows: no flock; lock() warns that the out-dir is not protected
     fcntl = None
 
+from .. import untrusted
 from ..errors import RunError, StorageError
 from ..items.records import ItemResult
-from ..results.reports_io import fsync_dir, write_all, write_atomic
+from ..results.reports_io import fsync_dir, non_regular, temp_files, write_all, write_atomic
 
 RUN_FILES = ("report.json", "predictions.md", "partial_results.jsonl", "run_config.json")
 PARTIAL = "partial_results.jsonl"
 CONFIG = "run_config.json"
 LOCK = ".lock"
+IN_PLACE = (PARTIAL, LOCK)  # files changed in place (not replaced by a rename): one link, never followed
+NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # flock() on a file system without it
 LOCK_GRACE_S = 0.25  # how long lock() retries a taken lock: another process's check() holds it for an instant
 log = logging.getLogger("base_bench")
@@ -85,7 +98,25 @@ class RunStore:
         return self.dir / name
 
     def holds_run(self) -> bool:
-        return any(self.path(n).exists() for n in RUN_FILES)
+        return any(os.path.lexists(self.path(n)) for n in RUN_FILES)
+
+    def check_files(self) -> None:
+        """RunError if a run file or the lock file is there but is not a regular file (a symbolic
+        link, a FIFO, a folder...), or if a file changed in place has another hard link: a write
+        would then land outside the out-dir, or a read would block."""
+        for name in (*RUN_FILES, LOCK):
+            p = self.path(name)
+            kind = non_regular(p)
+            if kind:
+                raise RunError(
+                    f"{p} is {kind}, not a regular file; base-bench does not read or write through it "
+                    "(remove it, or pick another out-dir)"
+                )
+            if name in IN_PLACE and os.path.lexists(p) and os.lstat(p).st_nlink > 1:
+                raise RunError(
+                    f"{p} has {os.lstat(p).st_nlink} hard links; base-bench does not change a file that is "
+                    "also elsewhere (copy it, or pick another out-dir)"
+                )
 
     def check(self, signature: dict, resume: bool) -> None:
         """Raise RunError unless a run with `signature` may start here (or, with `resume`, continue
@@ -93,6 +124,8 @@ class RunStore:
         signature, no damaged line. Changes nothing; call it before loading a model, to fail fast."""
         if self.dir.exists() and not self.dir.is_dir():
             raise RunError(f"out-dir {self.dir} is a file, not a directory")
+        if self.dir.is_dir():
+            self.check_files()
         self.check_not_in_use()
         if not self.holds_run():
             return
@@ -107,20 +140,34 @@ class RunStore:
     def begin(self, signature: dict, settings: dict, resume: bool) -> dict[str, ItemResult]:
         """Check as `check` does, then return the finished results (resume) or start a new run."""
         self.check(signature, resume)
+        self._remove_temp_files()
         done = self.load_partial() if resume else {}
         self.saved = len(done)
         if self.read_config() is None:
             self.start(signature, settings)
         return done
 
+    def _remove_temp_files(self) -> None:
+        """Temporary files of the run files that a killed writer left (only while we hold the lock:
+        then no other base-bench process writes here)."""
+        if not self._locked:
+            return
+        for name in RUN_FILES:
+            for t in temp_files(self.dir, name):
+                if non_regular(t) in (None, "a symbolic link"):
+                    try:
+                        os.unlink(t)
+                    except OSError:
+                        pass
+
     def read_config(self) -> dict | None:
         p = self.path(CONFIG)
-        if not p.exists():
+        if not os.path.lexists(p):
             return None
-        try:
-            return json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
-            raise RunError(f"{p} is unreadable ({e}); not touching this run") from None
+        cfg = self._read(p, untrusted.load_json)
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("signature", {}), dict):
+            raise RunError(f"{p} is not a base-bench run_config.json; not touching this run")
+        return cfg
 
     def check_signature(self, signature: dict) -> None:
         cfg = self.read_config()
@@ -141,9 +188,9 @@ class RunStore:
         """Finished results by id. A last line cut short by a crash is dropped (and, with
         `repair`, cut from the file so that appends continue on a clean line)."""
         p = self.path(PARTIAL)
-        if not p.exists():
+        if not os.path.lexists(p):
             return {}
-        raw = p.read_bytes()
+        raw = self._read(p, untrusted.read_regular)
         # Every finished item ends with "\n"; bytes after the last newline are a torn write.
         keep = raw.rfind(b"\n") + 1
         done: dict[str, ItemResult] = {}
@@ -151,16 +198,42 @@ class RunStore:
             if not line.strip():
                 continue
             try:
-                r = ItemResult.from_json(json.loads(line))
+                r = ItemResult.from_json(untrusted.loads(line))
             except (ValueError, KeyError, TypeError):
                 raise RunError(f"{p}: line {n} is damaged; not touching this run") from None
             done.setdefault(r.id, r)
         if repair and keep < len(raw):
-            with open(p, "r+b") as f:
-                f.truncate(keep)
-                f.flush()
-                os.fsync(f.fileno())
+            fd = self._open_in_place(p, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, keep)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         return done
+
+    @staticmethod
+    def _read(p: Path, reader):
+        """reader(p) of a run file, never through a link; RunError (one line) if it cannot be used."""
+        try:
+            return reader(p, follow=False)
+        except (OSError, ValueError) as e:
+            raise RunError(f"{p} is unreadable: {untrusted.problem(e)}; not touching this run") from None
+
+    def _open_in_place(self, p: Path, flags: int, mode: int = 0o644) -> int:
+        """A file descriptor of `p`, a file changed in place: never through a symbolic link, and
+        RunError unless it is a regular file with one link (then nothing outside the out-dir changes)."""
+        try:
+            fd = os.open(p, flags | NOFOLLOW, mode)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise RunError(f"{p} is a symbolic link; base-bench does not write through it (remove it)") from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:  # 0: its holder just removed it; lock() retries
+            os.close(fd)
+            what = untrusted.kind_of(st.st_mode) if not stat.S_ISREG(st.st_mode) else f"has {st.st_nlink} hard links"
+            raise RunError(f"{p} {'is ' if not stat.S_ISREG(st.st_mode) else ''}{what}; base-bench does not write it")
+        return fd
 
     def start(self, signature: dict, settings: dict) -> None:
         try:
@@ -183,7 +256,7 @@ class RunStore:
         data = "".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in results).encode("utf-8")
         path = self.path(PARTIAL)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = self._open_in_place(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
                 _flock_wait(fd)
                 start = os.fstat(fd).st_size
@@ -264,7 +337,7 @@ class RunStore:
         if self._locked:
             return
         try:
-            fd = os.open(self.path(LOCK), os.O_RDONLY)
+            fd = self._open_in_place(self.path(LOCK), os.O_RDONLY)
         except OSError:
             return  # no lock file (nobody holds it), or unreadable: lock() will find out
         try:
@@ -287,7 +360,7 @@ class RunStore:
         deadline = time.monotonic() + LOCK_GRACE_S
         while True:
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = self._open_in_place(path, os.O_RDWR | os.O_CREAT)
             except OSError as e:
                 raise self._write_failed(e, f"creating the lock file {path}") from None
             try:
@@ -331,7 +404,7 @@ class RunStore:
         holder = None
         for _ in range(5):  # the holder writes its name just after it takes the lock
             try:
-                holder = json.loads(os.pread(fd, 4096, 0))
+                holder = untrusted.loads(os.pread(fd, 4096, 0))
                 break
             except (OSError, ValueError):
                 time.sleep(0.02)
@@ -371,6 +444,6 @@ def _flock_wait(fd: int) -> None:
 
 def _same_file(fd: int, path: Path) -> bool:
     try:
-        return os.path.samestat(os.fstat(fd), os.stat(path))
+        return os.path.samestat(os.fstat(fd), os.lstat(path))
     except FileNotFoundError:
         return False

@@ -25,6 +25,7 @@ evaluation quicker and its reports non-official, as always.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -57,7 +58,8 @@ class BaseBenchCallback(TrainerCallback):
 
     trainer        the Trainer the callback is added to (used to log, and for its tokenizer)
     tokenizer      defaults to `trainer.processing_class`
-    data           as `evaluate` takes it: None (bundled set), a path, or "hub"
+    data           as `evaluate` takes it: "bundled" or None (the bundled set, the default: no
+                   network, no token), "hub" (the official gated file), or a path
     out_dir        where `step-<N>/report.json` go; None logs only
     every_n_steps  also score every N optimizer steps (None: only when the Trainer evaluates)
     on_evaluate    score when the Trainer evaluates (default True)
@@ -124,8 +126,9 @@ class BaseBenchCallback(TrainerCallback):
 
     def _write(self, step: int, report: dict) -> None:
         where = self.out_dir / f"step-{step}"
-        if (where / "report.json").exists():
+        if os.path.lexists(where / "report.json"):
             log.warning(f"base-bench: {where}/report.json exists already; not overwritten")
             return
+        where.mkdir(parents=True, exist_ok=True)
         write_atomic(where / "predictions.md", render_markdown(report))
         write_atomic(where / "report.json", dumps(report))

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import untrusted
 from ..errors import DataError
 from . import card
 from .records import Item
@@ -165,7 +166,10 @@ def load_dataset_file(path: str | Path) -> Dataset:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"data file not found: {path}")
-    raw = path.read_bytes()
+    try:
+        raw = untrusted.read_regular(path)
+    except (OSError, ValueError) as e:
+        raise DataError(f"{path}: {untrusted.problem(e)}") from None
     errors: list[str] = []
     items: list[Item] = []
     seen: dict[str, int] = {}
@@ -178,9 +182,12 @@ def load_dataset_file(path: str | Path) -> Dataset:
             errors.append(f"line {n}: empty line")
             continue
         try:
-            obj = json.loads(line)
+            obj = untrusted.loads(line)
         except json.JSONDecodeError as e:
             errors.append(f"line {n}: not valid JSON ({e.msg} at column {e.colno})")
+            continue
+        except ValueError as e:  # nested too deeply, a number too long
+            errors.append(f"line {n}: not valid JSON ({e})")
             continue
         errs = validate_record(obj)
         if not errs:

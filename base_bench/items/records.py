@@ -7,6 +7,7 @@ and `report.json` lists. All are plain dataclasses with `to_json()`/`from_json()
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 
@@ -64,8 +65,17 @@ class ItemResult:
 
     @classmethod
     def from_json(cls, d: dict) -> ItemResult:
+        """The inverse of to_json; ValueError (or KeyError, TypeError) for a record that is not a
+        whole, well-formed result (a partial file may come from elsewhere)."""
         choices = tuple(ChoiceScore(float(c["logprob"]), int(c["n_tokens"])) for c in d["choices"])
-        return cls(d["id"], choices, int(d["prediction"]), int(d["label"]), bool(d.get("truncated", False)))
+        r = cls(d["id"], choices, int(d["prediction"]), int(d["label"]), bool(d.get("truncated", False)))
+        if not isinstance(r.id, str) or not r.id:
+            raise ValueError("id is not a non-empty string")
+        if not choices or any(c.n_tokens < 1 or not math.isfinite(c.logprob) for c in choices):
+            raise ValueError("choices are not finite log-probs of at least one token each")
+        if not (0 <= r.prediction < len(choices) and 0 <= r.label < len(choices)):
+            raise ValueError("prediction or label is not a choice")
+        return r
 
 
 def pick(choices: tuple[ChoiceScore, ...] | list[ChoiceScore]) -> int:

@@ -13,19 +13,27 @@ The calibration plot asks whether one number describes the model: items are binn
 curve is the card's expected(R, e) = 1 / (1 + 10^((e - R) / 400)) at the run's fitted Overall R
 (`elo.expected`; the intervals are `stats.wilson_interval`).
 Points well off the curve mean the model is stronger on some difficulty levels than one rating says.
+
+Labels, category names and titles come from reports that others made, so they are drawn as plain
+text (matplotlib's `text.parse_math` off: a "$" starts no mathtext, which a crafted name could
+make fail or run long) and cut to a few dozen characters.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib
 from matplotlib.figure import Figure
 
 from ..items import card
 from .elo import expected
+from .markdown import one_line
 from .stats import Z95, wilson_interval
 
 DPI = 100
@@ -35,19 +43,21 @@ CHANCE = 1.0 / card.N_CHOICES
 # ---------------------------------------------------------------- pure helpers
 
 
-def _greedy_bins(levels: list[tuple[float, int]], target: int) -> list[list[tuple[float, int]]]:
-    """Runs of consecutive item-Elo levels holding at least `target` items each (the last is merged back)."""
-    bins, cur = [], []
-    for lv in levels:
-        cur.append(lv)
-        if sum(c for _, c in cur) >= target:
-            bins.append(cur)
-            cur = []
-    if cur:
-        if bins:
-            bins[-1] += cur
-        else:
-            bins.append(cur)
+def _greedy_bins(cum: Sequence[int], target: int, most: int | None = None) -> list[tuple[int, int]]:
+    """Runs [start, end) of consecutive item-Elo levels holding at least `target` items each, the
+    last short run merged back into the one before; `cum[i]` is the number of items on levels
+    before i (running sums, cum[0] = 0). Each run's end is found by bisection in `cum`, so a pass
+    costs O(runs * log levels); with `most`, it stops once it has more than `most` runs."""
+    levels = len(cum) - 1
+    bins, start = [], 0
+    while most is None or len(bins) <= most:
+        end = bisect.bisect_left(cum, cum[start] + target, lo=start + 1)
+        if end > levels:
+            break
+        bins.append((start, end))
+        start = end
+    if start < levels and (most is None or len(bins) <= most):
+        bins[-1:] = [(bins[-1][0] if bins else start, levels)]
     return bins
 
 
@@ -63,37 +73,55 @@ def calibration_bins(
 
     Each bin: lo, hi (item Elo range), x (mean item Elo), n, k (correct), accuracy, wilson95 and,
     when `rating` is given, expected (mean expected score of its items at that rating).
+
+    The bins are the greedy runs for the smallest target size (at least `min_items`) that gives no
+    more than `max_bins` of them. Their number only falls as the target grows (each run can only end
+    later), so that target is found by bisection; each greedy pass and each bin's sums come from
+    running sums over the distinct levels: O(n log n) for n items (the sort), where trying every
+    target one by one was cubic in the worst case.
     """
     pairs = sorted(zip((float(e) for e in item_elo), (bool(c) for c in correct)))
     if not pairs:
         return []
-    levels = {}
-    for e, _ in pairs:
-        levels[e] = levels.get(e, 0) + 1
-    level_list = sorted(levels.items())
+    levels: list[float] = []  # distinct item Elos, ascending, and the running sums up to each
+    cum, cum_k, cum_e, cum_p = [0], [0], [0.0], [0.0]
+    for e, c in pairs:
+        if not levels or levels[-1] != e:
+            levels.append(e)
+            p = expected(rating, e) if rating is not None else 0.0
+            cum.append(cum[-1])
+            cum_k.append(cum_k[-1])
+            cum_e.append(cum_e[-1])
+            cum_p.append(cum_p[-1])
+        cum[-1] += 1
+        cum_k[-1] += c
+        cum_e[-1] += e
+        cum_p[-1] += p
     n = len(pairs)
-    chosen = _greedy_bins(level_list, n)  # fallback: one bin
-    for target in range(min(min_items, n), n + 1):
-        bins = _greedy_bins(level_list, target)
-        if len(bins) <= max_bins:
-            chosen = bins
-            break
+    lo_t, hi_t = min(min_items, n), n  # a target of n gives one bin
+    if len(_greedy_bins(cum, lo_t, max_bins)) <= max_bins:
+        hi_t = lo_t
+    while hi_t - lo_t > 1:  # invariant: lo_t gives too many bins, hi_t few enough
+        mid = (lo_t + hi_t) // 2
+        if len(_greedy_bins(cum, mid, max_bins)) <= max_bins:
+            hi_t = mid
+        else:
+            lo_t = mid
     out = []
-    for group in chosen:
-        lo, hi = group[0][0], group[-1][0]
-        members = [(e, c) for e, c in pairs if lo <= e <= hi]
-        k = sum(1 for _, c in members if c)
+    for start, end in _greedy_bins(cum, hi_t):
+        m = cum[end] - cum[start]
+        k = cum_k[end] - cum_k[start]
         b = {
-            "lo": lo,
-            "hi": hi,
-            "x": sum(e for e, _ in members) / len(members),
-            "n": len(members),
+            "lo": levels[start],
+            "hi": levels[end - 1],
+            "x": (cum_e[end] - cum_e[start]) / m,
+            "n": m,
             "k": k,
-            "accuracy": k / len(members),
-            "wilson95": list(wilson_interval(k, len(members))),
+            "accuracy": k / m,
+            "wilson95": list(wilson_interval(k, m)),
         }
         if rating is not None:
-            b["expected"] = sum(expected(rating, e) for e, _ in members) / len(members)
+            b["expected"] = (cum_p[end] - cum_p[start]) / m
         out.append(b)
     return out
 
@@ -110,11 +138,23 @@ def elo_error(block: dict) -> tuple[float, float] | None:
     return None
 
 
+def _plain_text(draw):
+    """Run a plot function with mathtext off, so that every string is drawn as it is."""
+
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return wrapper
+
+
 def _colour(i: int) -> str:
     return f"C{i % 10}"
 
 
-def _short(label: str, limit: int = 48) -> str:
+def _short(label, limit: int = 48) -> str:
+    label = one_line(label)  # no control character (a font has no glyph for one), no line break
     return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
@@ -140,11 +180,9 @@ def _png(fig: Figure, path: str | Path | None) -> bytes:
 
 def category_rows(reports: Sequence[dict]) -> list[str]:
     """Categories found in the reports, in the card's order (unknown ones last)."""
-    present = []
+    present: dict[str, None] = {}
     for r in reports:
-        for c in (r.get("results") or {}).get("categories", {}):
-            if c not in present:
-                present.append(c)
+        present.update(dict.fromkeys((r.get("results") or {}).get("categories") or {}))
     return [c for c in card.CATEGORIES if c in present] + [c for c in present if c not in card.CATEGORIES]
 
 
@@ -156,13 +194,14 @@ def category_size(n_runs: int, n_categories: int) -> tuple[int, int]:
     return 9 * DPI, int(round(height_in * DPI))
 
 
+@_plain_text
 def category_elo_png(
     reports: Sequence[dict], labels: Sequence[str] | None = None, path: str | Path | None = None
 ) -> bytes:
     """Overall and per-category Elo for each run as dots with 95% error bars (horizontal layout)."""
     labels = _labels(reports, labels)
     cats = category_rows(reports)
-    rows = ["Overall"] + [c.replace("_", " ") for c in cats]
+    rows = ["Overall"] + [_short(c.replace("_", " "), 32) for c in cats]
     w, h = category_size(len(reports), len(cats))
     fig = Figure(figsize=(w / DPI, h / DPI), dpi=DPI, layout="constrained")
     ax = fig.add_subplot()
@@ -218,6 +257,7 @@ def calibration_size(n_runs: int) -> tuple[int, int]:
     return int(round(max(7.5, 4.4 * cols) * DPI)), int(round((3.7 * rows + 0.7) * DPI))
 
 
+@_plain_text
 def calibration_png(
     reports: Sequence[dict], labels: Sequence[str] | None = None, path: str | Path | None = None
 ) -> bytes:
@@ -252,7 +292,10 @@ def calibration_png(
             )
         xs = [b["x"] for b in bins]
         ys = [b["accuracy"] for b in bins]
-        err = [[b["accuracy"] - b["wilson95"][0] for b in bins], [b["wilson95"][1] - b["accuracy"] for b in bins]]
+        err = [
+            [max(0.0, b["accuracy"] - b["wilson95"][0]) for b in bins],
+            [max(0.0, b["wilson95"][1] - b["accuracy"]) for b in bins],
+        ]
         obs = ax.errorbar(
             xs,
             ys,
@@ -320,6 +363,7 @@ def _line_with_band(ax, steps, blocks, colour, label, width, alpha):
         )
 
 
+@_plain_text
 def trajectory_png(
     steps: Sequence[int], reports: Sequence[dict], title: str = "", path: str | Path | None = None
 ) -> bytes:
@@ -346,9 +390,15 @@ def trajectory_png(
         ys = [b.get("elo") for b in overall]
         ax.plot(steps, ys, color="0.6", linewidth=1, linestyle="--")
         _line_with_band(
-            ax, steps, [(res.get("categories") or {}).get(cat, {}) for res in results], _colour(j), cat, 1.6, 0.15
+            ax,
+            steps,
+            [(res.get("categories") or {}).get(cat, {}) for res in results],
+            _colour(j),
+            _short(cat, 32),
+            1.6,
+            0.15,
         )
-        ax.set_title(cat.replace("_", " "), fontsize=9, loc="left")
+        ax.set_title(_short(cat.replace("_", " "), 32), fontsize=9, loc="left")
         if j % ncols == 0:
             ax.set_ylabel("category Elo")
         if j // ncols == nrows - 2 or j + ncols >= len(cats):
@@ -360,5 +410,5 @@ def trajectory_png(
         ax.tick_params(labelsize=8)
     if len(steps) <= 12:
         top.set_xticks(list(steps))
-    fig.suptitle((title or "Elo over training") + "\n(category panels: dashed = Overall Elo)", fontsize=11)
+    fig.suptitle(_short(title or "Elo over training", 120) + "\n(category panels: dashed = Overall Elo)", fontsize=11)
     return _png(fig, path)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from ..items import card
 from ..items.records import Item, ItemResult
 from . import elo, stats
+from .markdown import md_cell, md_code, md_text
 
 BENCHMARK = f"BananaMind Base Bench {card.VERSION}"
 
@@ -193,11 +194,6 @@ def summary_lines(report: dict) -> list[str]:
     return lines
 
 
-def md_cell(text) -> str:
-    """Text made safe for one Markdown table cell (pipes escaped, newlines shown as ⏎)."""
-    return str(text).replace("|", "\\|").replace("\n", "⏎").strip() or "(blank)"
-
-
 def _surprising_misses(items: list[dict], top: int = 10) -> list[str]:
     misses = sorted((it for it in items if not it["correct"] and "expected_p" in it), key=lambda it: -it["expected_p"])[
         :top
@@ -213,8 +209,9 @@ def _surprising_misses(items: list[dict], top: int = 10) -> list[str]:
     ]
     for rank, it in enumerate(misses, 1):
         out.append(
-            f"| {rank} | {it['id']} | {it['category']} | {it['difficulty']} | {it['item_elo']:g} | "
-            f"{it['expected_p']:.2f} | {md_cell(it['selected_text'])} | {md_cell(it['label_text'])} |"
+            f"| {rank} | {md_cell(it['id'])} | {md_cell(it['category'])} | {md_cell(it['difficulty'])} | "
+            f"{it['item_elo']:g} | {it['expected_p']:.2f} | {md_cell(it['selected_text'])} | "
+            f"{md_cell(it['label_text'])} |"
         )
     return out
 
@@ -224,7 +221,7 @@ def _adapter_lines(adapter: dict | None) -> list[str]:
     if not adapter:
         return []
     where = ", ".join(
-        x
+        md_text(x)
         for x in (
             adapter.get("peft_type"),
             f"revision {adapter['revision']}" if adapter.get("revision") else None,
@@ -234,35 +231,37 @@ def _adapter_lines(adapter: dict | None) -> list[str]:
     )
     base = adapter.get("base_model_name_or_path")
     return [
-        f"Adapter: `{adapter.get('spec')}`"
+        f"Adapter: {md_code(adapter.get('spec'))}"
         + (f" ({where})" if where else "")
-        + (f", trained on `{base}`" if base else "")
+        + (f", trained on {md_code(base)}" if base else "")
         + "."
     ]
 
 
 def _note_lines(cfg: dict) -> list[str]:
     """The run's notes (BOS, adapter base model), as evaluate() printed them."""
-    notes = [cfg.get("bos_note"), cfg.get("adapter_note")]
-    return [line for n in notes if n for line in ("", f"> {n[0].upper()}{n[1:]}")]
+    notes = [str(n) for n in (cfg.get("bos_note"), cfg.get("adapter_note")) if n]
+    return [line for n in notes for line in ("", f"> {md_text(n[0].upper() + n[1:])}")]
 
 
 def render_markdown(report: dict) -> str:
     cfg, data, res = report["config"], report["data"], report["results"]
     o = res["overall"]
-    out = [f"# {report['benchmark']}: {cfg['model']['spec']}", ""]
+    m = md_text
+    out = [f"# {m(report['benchmark'])}: {m(cfg['model']['spec'])}", ""]
     if report["official"]:
-        out.append(f"**Official result** on the card's data (SHA-256 `{data['sha256']}`).")
+        out.append(f"**Official result** on the card's data (SHA-256 {md_code(data['sha256'])}).")
     else:
         out.append(
-            "**Not an official result.** " + " ".join(f"{r[0].upper()}{r[1:]}." for r in report["non_official_reasons"])
+            "**Not an official result.** "
+            + " ".join(f"{m(r[0].upper() + r[1:])}." for r in map(str, report["non_official_reasons"]) if r)
         )
     out += [
         "",
-        f"Data: {data['description']}, `{data['path']}`, SHA-256 `{data['sha256']}`.",
-        f"Model: `{cfg['model']['spec']}` (revision {cfg['model'].get('revision') or 'n/a'}), device {cfg['device']}, "
-        f"dtype {cfg['dtype']}, add_bos {cfg['add_bos']}, batch size {cfg['batch_size']}, scorer {cfg['scorer']}, "
-        f"base-bench {cfg['runner_version']}.",
+        f"Data: {m(data['description'])}, {md_code(data['path'])}, SHA-256 {md_code(data['sha256'])}.",
+        f"Model: {md_code(cfg['model']['spec'])} (revision {m(cfg['model'].get('revision') or 'n/a')}), "
+        f"device {m(cfg['device'])}, dtype {m(cfg['dtype'])}, add_bos {m(cfg['add_bos'])}, batch size "
+        f"{m(cfg['batch_size'])}, scorer {m(cfg['scorer'])}, base-bench {m(cfg['runner_version'])}.",
         *_adapter_lines(cfg["model"].get("adapter")),
         *([f"Training step {report['training_step']}."] if "training_step" in report else []),
         *_note_lines(cfg),
@@ -288,11 +287,11 @@ def render_markdown(report: dict) -> str:
             f"{elo_pm} | {ci} |"
         )
 
-    out += [row(cat, c) for cat, c in res["categories"].items()]
+    out += [row(md_cell(cat), c) for cat, c in res["categories"].items()]
     out.append(row("overall", o, bold=True))
     out += ["", "| difficulty | items | correct | raw accuracy (95% CI) |", "|---|---:|---:|---:|"]
     for diff, d in res["difficulties"].items():
-        out.append(f"| {diff} | {d['n']} | {d['n_correct']} | {_acc_text(d)} |")
+        out.append(f"| {md_cell(diff)} | {d['n']} | {d['n_correct']} | {_acc_text(d)} |")
     if res.get("n_truncated"):
         out += ["", f"{res['n_truncated']} item(s) had their context cut to fit the model's window (marked ✂ below)."]
     out += _surprising_misses(report["items"])
@@ -312,7 +311,7 @@ def render_markdown(report: dict) -> str:
         means = " ".join(f"{c['mean_logprob']:.3f}" for c in it["choices"])
         p = f"{it['expected_p']:.2f}" if "expected_p" in it else ""
         out.append(
-            f"| {it['id']} | {it['difficulty']} | {it['item_elo']:g} | {p} | {mark} | "
+            f"| {md_cell(it['id'])} | {md_cell(it['difficulty'])} | {it['item_elo']:g} | {p} | {mark} | "
             f"{md_cell(it['selected_text'])} | {md_cell(it['label_text'])} | {means} |"
         )
     return "\n".join(out) + "\n"

@@ -1,24 +1,48 @@
 """Reading finished runs back, and writing result files so that a crash never leaves half of one.
 
     rep = load_report("runs/my-run")          # or ".../report.json"; ReportError says why not
-    refuse_existing([out / "x.md"], force)    # never overwrite without --force
+    paths = check_outputs([out / "x.md"], force)   # refuse what must not be written (before any work)
+    write_outputs({out / "x.md": text})       # each one atomically; StorageError if it fails
     write_atomic(out / "x.md", text)          # temp file, fsync, rename (OSError if it fails)
 
-`compare`, `leaderboard`, `trajectory` and the run store all read and write through here, and the
-HTML pages share `html_page`.
+`compare`, `leaderboard`, `trajectory`, `contamination` and the run store all read and write
+through here, and the HTML pages share `html_page`.
+
+A report is a file that someone else may have made, so `load_report` reads it within bounds
+(`untrusted.load_json`: a regular file of at most 256 MiB, JSON at most 64 levels deep) and
+checks every field that is used before it is used: `data.sha256` is 64 lowercase hex digits (it
+names plot files), at most MAX_ITEMS items and MAX_CATEGORIES categories, each item with a
+string id and category and a finite item Elo and weight, results holding numbers where numbers go.
+
+A write never follows a symbolic link and never shares a temporary file: `write_atomic` writes a
+new file made by `tempfile.mkstemp` (O_EXCL, a random name) beside the target and renames it over
+the target, so a link planted at the target or at a temporary name is replaced or never met, and
+two writers at once each publish a whole file of their own (the last rename wins).
+`check_outputs` refuses a target that is a link, a folder or another non-regular file.
 """
 
 from __future__ import annotations
 
 import errno
+import glob
 import html
-import json
+import math
 import os
+import re
+import stat
+import tempfile
 from pathlib import Path
 
-from ..errors import ReportError
+from .. import untrusted
+from ..errors import ReportError, StorageError
 
 ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
+MAX_ITEMS = 100_000  # items in one report (the card's set has 350)
+MAX_CATEGORIES = 100  # distinct categories in one report (the card has 7)
+MAX_ABS_ELO = 100_000.0  # |Elo| of an item or a result (the card's items lie between 700 and 1250)
+MAX_STEP = 2**53  # a training step (a float holds every whole number up to it: the plots need that)
+SHA256 = re.compile(r"[0-9a-f]{64}")
+TEMP_SUFFIX = ".tmp"  # write_atomic's temporary files: <name>.<random>.tmp beside <name>
 
 
 def report_path(run: str | Path) -> Path:
@@ -33,34 +57,134 @@ def load_report(run: str | Path) -> dict:
     if not path.exists():
         where = f"{run}: no report.json there" if Path(run).is_dir() else f"{run}: no such run directory or file"
         raise ReportError(where + " (is the run finished?)")
+    return load_checked(path, report_problem, "a usable base-bench report")
+
+
+def load_checked(path: Path, problem_of, what: str) -> dict:
+    """A JSON file made by others, read within bounds (untrusted.load_json) and checked by
+    `problem_of(obj) -> phrase or None`; ReportError "PATH: not WHAT (phrase)" if it cannot be used.
+    The dict gets "_path", where it was read from."""
     try:
-        rep = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise ReportError(f"{path}: cannot be read ({e.__class__.__name__}: {e})") from None
-    except json.JSONDecodeError as e:
-        raise ReportError(f"{path}: not valid JSON ({e})") from None
-    problem = _report_problem(rep)
+        obj = untrusted.load_json(path)
+    except (OSError, ValueError) as e:
+        raise ReportError(f"{path}: {untrusted.problem(e)}") from None
+    problem = problem_of(obj)
     if problem:
-        raise ReportError(f"{path}: not a usable base-bench report ({problem})")
-    rep["_path"] = str(path)
-    return rep
+        raise ReportError(f"{path}: not {what} ({problem})")
+    obj["_path"] = str(path)
+    return obj
 
 
-def _report_problem(rep) -> str | None:
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def report_problem(rep) -> str | None:
+    """Why `rep` cannot be used as a report (one short phrase), or None. Checks every field that
+    the commands use, so that no command fails later on a wrong type or an absurd size."""
     if not isinstance(rep, dict):
         return "top level is not an object"
     if not isinstance(rep.get("data"), dict) or not isinstance(rep["data"].get("sha256"), str):
         return "no data.sha256"
+    if not SHA256.fullmatch(rep["data"]["sha256"]):
+        return "data.sha256 is not 64 lowercase hex digits"
     items = rep.get("items")
     if not isinstance(items, list) or not items:
         return "no items"
+    if len(items) > MAX_ITEMS:
+        return f"{len(items)} items; at most {MAX_ITEMS:,} are read"
+    categories = set()
     for n, it in enumerate(items):
         missing = [k for k in ITEM_KEYS if not isinstance(it, dict) or k not in it]
         if missing:
             return f"item {n} lacks {', '.join(missing)}"
+        if not isinstance(it["id"], str) or not isinstance(it["category"], str):
+            return f"item {n}: id and category must be strings"
+        if not (_number(it["item_elo"]) and abs(it["item_elo"]) <= MAX_ABS_ELO):
+            return f"item {n}: item_elo is not a number within ±{MAX_ABS_ELO:,.0f}"
+        if not (_number(it["point_weight"]) and it["point_weight"] > 0):
+            return f"item {n}: point_weight is not a positive number"
+        if not isinstance(it["correct"], bool):
+            return f"item {n}: correct is not true or false"
+        choices = it.get("choices")
+        if choices is not None and not (
+            isinstance(choices, list) and all(isinstance(c, dict) and _number(c.get("logprob")) for c in choices)
+        ):
+            return f"item {n}: choices are not a list of log-probs"
+        categories.add(it["category"])
+    if len(categories) > MAX_CATEGORIES:
+        return f"{len(categories)} categories; at most {MAX_CATEGORIES} are read"
     ids = [it["id"] for it in items]
     if len(set(ids)) != len(ids):
         return "duplicate item ids"
+    cfg = rep.get("config")
+    if cfg is not None and not (isinstance(cfg, dict) and isinstance(cfg.get("model") or {}, dict)):
+        return "config or config.model is not an object"
+    reasons = rep.get("non_official_reasons")
+    if reasons is not None and not (isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)):
+        return "non_official_reasons is not a list of strings"
+    step = rep.get("training_step")
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP):
+        return f"training_step is not a whole number from 0 to {MAX_STEP:,}"
+    return _results_problem(rep.get("results"))
+
+
+def check_finished(rep: dict, need=("elo",)) -> None:
+    """ReportError unless the report's results.overall holds each of `need` (a finished run's report
+    does; one cut short has no results)."""
+    o = (rep.get("results") or {}).get("overall") or {}
+    missing = [k for k in need if o.get(k) is None]
+    if missing:
+        raise ReportError(f"{rep.get('_path')}: no results.overall.{missing[0]}; not a finished base-bench report")
+
+
+def _within(x, lo: float, hi: float) -> bool:
+    return _number(x) and lo <= x <= hi
+
+
+def _block_problem(name: str, b) -> str | None:
+    if not isinstance(b, dict):
+        return f"{name} is not an object"
+    for k, lo, hi in (
+        ("elo", -MAX_ABS_ELO, MAX_ABS_ELO),
+        ("elo_se", 0.0, MAX_ABS_ELO),
+        ("raw_accuracy", 0.0, 1.0),
+        ("weighted_accuracy", 0.0, 1.0),
+    ):
+        if b.get(k) is not None and not _within(b[k], lo, hi):
+            return f"{name}.{k} is not a number from {lo:g} to {hi:g}"
+    for k in ("n", "n_correct"):
+        if b.get(k) is not None and not (isinstance(b[k], int) and not isinstance(b[k], bool) and b[k] >= 0):
+            return f"{name}.{k} is not a count"
+    ci = b.get("elo_ci95")
+    if ci is not None and not (
+        isinstance(ci, list) and len(ci) == 2 and all(x is None or _within(x, -MAX_ABS_ELO, MAX_ABS_ELO) for x in ci)
+    ):
+        return f"{name}.elo_ci95 is not two Elo values"
+    return None
+
+
+def _results_problem(res) -> str | None:
+    """The results block is optional (an unfinished report has none); when present, its numbers are numbers."""
+    if res is None:
+        return None
+    if not isinstance(res, dict):
+        return "results is not an object"
+    if res.get("overall") is not None:
+        problem = _block_problem("results.overall", res["overall"])
+        if problem:
+            return problem
+    cats = res.get("categories")
+    if cats is None:
+        return None
+    if not isinstance(cats, dict):
+        return "results.categories is not an object"
+    if len(cats) > MAX_CATEGORIES:
+        return f"{len(cats)} result categories; at most {MAX_CATEGORIES} are read"
+    for c, b in cats.items():
+        problem = _block_problem(f"results.categories[{c!r}]", b)
+        if problem:
+            return problem
     return None
 
 
@@ -72,28 +196,89 @@ def display_name(spec: str) -> str:
     return s
 
 
-def refuse_existing(paths, force: bool) -> None:
-    """ReportError if any output already exists (unless --force) or is a directory."""
+# ---------------------------------------------------------------- writing
+
+
+def plain_name(name: str) -> str:
+    """`name` if it is one plain file name (no folder part, not "." or "..", no NUL); else ReportError."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise ReportError(f"{name!r} is not a plain file name; refusing to write it")
+    return name
+
+
+def non_regular(path: str | Path) -> str | None:
+    """What `path` is if it exists and is not a regular file ("a symbolic link", "a directory", ...), else None.
+    Links are not followed: a link is reported as one, whatever it points to."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    return None if stat.S_ISREG(mode) else untrusted.kind_of(mode)
+
+
+def check_outputs(paths, force: bool, out_dir: str | Path | None = None) -> list[Path]:
+    """Refuse, with one line and before any work is done, to write `paths`: an `out_dir` that is a
+    file, two paths naming one file, a path that is a directory, a symbolic link or any other
+    non-regular file (even with --force), or one that exists (unless `force`). Returns the paths."""
+    paths = [Path(p) for p in paths]
+    if out_dir is not None:
+        out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise ReportError(f"--out-dir {out_dir} is a file, not a directory")
+    seen: dict[Path, Path] = {}
     for p in paths:
-        if p.is_dir():
+        key = p.resolve()
+        if key in seen:
+            raise ReportError(f"{seen[key]} and {p} name the same file")
+        seen[key] = p
+    for p in paths:
+        kind = non_regular(p)
+        if kind == "a directory":
             raise ReportError(f"{p} is a directory; give a file name")
+        if kind:
+            raise ReportError(f"{p} is {kind}, not a regular file; base-bench does not write through it (remove it)")
         if p.exists() and not force:
             raise ReportError(f"{p} already exists; add --force to overwrite it, or pick another name")
+    return paths
+
+
+def refuse_existing(paths, force: bool) -> None:
+    """ReportError if any output already exists (unless --force), or is a directory or a link."""
+    check_outputs(paths, force)
+
+
+def write_outputs(files: dict, say=None) -> None:
+    """Write each {path: str or bytes} atomically (its folder made first), in order; `say` (e.g.
+    print) is told "wrote PATH" after each. StorageError (one line) if one cannot be written; the
+    files written before it stay."""
+    for path, data in files.items():
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, data)
+        except OSError as e:
+            raise StorageError(f"could not write {path}: {e.strerror or e}") from None
+        if say is not None:
+            say(f"wrote {path}")
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
-    """Write `data` to a temporary file beside `path`, fsync it, and rename it over `path`.
+    """Write `data` to a new temporary file beside `path`, fsync it, and rename it over `path`.
 
-    A reader (or a crash) sees the old file or the new one, never a part of either. If the write
-    fails (a full disk, an I/O error), the OSError is raised and the temporary file is removed.
+    A reader (or a crash) sees the old file or the new one, never a part of either. The temporary
+    file is made by mkstemp (O_EXCL, a random name, so no planted link is followed and no other
+    writer shares it), with the mode a plain open would give (0666 less the umask). The folder must
+    exist. If the write fails (a full disk, an I/O error), the OSError is raised and the temporary
+    file is removed.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     blob = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         try:
+            os.fchmod(fd, 0o666 & ~_umask())
             write_all(fd, blob)
             os.fsync(fd)
         finally:
@@ -106,6 +291,29 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
             pass
         raise
     fsync_dir(path.parent)
+
+
+def temp_files(folder: str | Path, name: str) -> list[Path]:
+    """The temporary files that write_atomic (or an older base-bench, `<name>.tmp`) may have left
+    beside `folder/name` when it was killed mid-write."""
+    folder = Path(folder)
+    found = list(folder.glob(f"{glob.escape(name)}.*{TEMP_SUFFIX}"))
+    old = folder / (name + TEMP_SUFFIX)
+    return found + ([old] if os.path.lexists(old) and old not in found else [])
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where /proc allows (os.umask would, for an instant)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -43,7 +43,9 @@ def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     denom = 1.0 + z * z / n
     center = p + z * z / (2 * n)
     half = z * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
-    return (max(0.0, (center - half) / denom), min(1.0, (center + half) / denom))
+    # The interval always holds p (exactly 1 at k = n, 0 at k = 0); min/max undo a rounding error
+    # (k = n = 51 gave an upper bound of 0.9999999999999998, below the accuracy it bounds).
+    return (max(0.0, min(p, (center - half) / denom)), min(1.0, max(p, (center + half) / denom)))
 
 
 def resample_counts(strata: Sequence[Hashable], resamples: int, seed: int) -> np.ndarray:

@@ -1,0 +1,145 @@
+"""Reading a file that someone else made, within bounds: a regular file of limited size, JSON of
+limited depth.
+
+    raw = read_regular(path)              # bytes; ValueError: a FIFO, a device, a folder, too large
+    obj = loads(raw)                      # ValueError: not JSON, nested too deeply, a huge number
+    obj = load_json(path)                 # both
+    except (OSError, ValueError) as e: raise ReportError(f"{path}: {problem(e)}")   # one line
+
+report.json files shared for `compare` and `leaderboard`, run folders from a tarball, a data file
+given with --local-data and a scan's contamination.json are read through here. What is refused:
+
+* anything that is not a regular file (a FIFO would block the reader for ever; /dev/zero would
+  never end);
+* a file larger than MAX_BYTES (256 MiB: a report of 100,000 items is about 100 MB);
+* JSON nested more than MAX_DEPTH levels (64; a base-bench report uses 6), checked before the
+  parser runs, so a file of a million "[" gets one line instead of a RecursionError;
+* a number of more than 4,300 digits (Python refuses to convert one; that becomes a ValueError too).
+
+Every refusal is a ValueError (json.JSONDecodeError is one) whose message is one line; callers turn
+it into their own error class (ReportError, RunError, DataError). Symlinks are followed: a path the
+user gives is theirs to point where they like. Writers (reports_io.write_atomic, the run store)
+never follow one.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+MAX_BYTES = 256 * 1024 * 1024
+MAX_DEPTH = 64
+_CHUNK = 1 << 22
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+
+
+def read_regular(path: str | Path, limit: int = MAX_BYTES, follow: bool = True) -> bytes:
+    """The bytes of `path`, which must be a regular file of at most `limit` bytes (and, with
+    `follow=False`, not a symbolic link).
+
+    OSError when it cannot be opened or read (missing, no permission); ValueError when it is not a
+    regular file or is too large. Opened without blocking, so a FIFO is refused, not waited on."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
+    except OSError as e:
+        if not follow and e.errno == errno.ELOOP:
+            raise ValueError("a symbolic link, not a regular file; not followed") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"not a regular file ({kind_of(st.st_mode)})")
+        if st.st_size > limit:
+            raise ValueError(f"larger than {_size(limit)} ({_size(st.st_size)}); not read")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # it grew while being read
+                raise ValueError(f"larger than {_size(limit)}; not read")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def json_depth(raw: bytes | str) -> int:
+    """How deeply the arrays and objects of a JSON text nest (0 for a bare number or string).
+
+    Linear and without recursion: strings are cut out, then the brackets are counted. On text that
+    is not JSON the count may be off; the parser then refuses the text anyway."""
+    import numpy as np
+
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    data = _STRING.sub(b"", data)
+    if not data:
+        return 0
+    step = np.zeros(256, dtype=np.int8)
+    step[[ord("["), ord("{")]] = 1
+    step[[ord("]"), ord("}")]] = -1
+    depth = deepest = 0
+    for start in range(0, len(data), _CHUNK):  # in chunks, so the running sum needs little memory
+        run = np.cumsum(step[np.frombuffer(data[start : start + _CHUNK], dtype=np.uint8)], dtype=np.int64)
+        deepest = max(deepest, depth + int(run.max()))
+        depth += int(run[-1])
+    return deepest
+
+
+def loads(raw: bytes | str, max_depth: int = MAX_DEPTH):
+    """json.loads, but a ValueError with a one-line message for JSON nested deeper than
+    `max_depth`, and for any other reason the parser gives up (RecursionError included)."""
+    depth = json_depth(raw)
+    if depth > max_depth:
+        raise ValueError(f"nested {depth} levels deep (at most {max_depth} are read)")
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise ValueError(f"nested more than {max_depth} levels deep") from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise ValueError(str(e).splitlines()[0]) from None
+
+
+def load_json(path: str | Path, limit: int = MAX_BYTES, follow: bool = True):
+    """read_regular, then UTF-8, then loads: OSError or ValueError (UnicodeDecodeError is one)."""
+    return loads(read_regular(path, limit, follow).decode("utf-8"))
+
+
+def problem(e: BaseException) -> str:
+    """Why a file could not be read, as a short phrase for a one-line error: "cannot be read (No
+    such file or directory)", "not UTF-8", "not valid JSON (Expecting value: ...)", "nested 100000
+    levels deep (at most 64 are read)", "not a regular file (a FIFO)"..."""
+    if isinstance(e, OSError):
+        return f"cannot be read ({e.strerror or e})"
+    if isinstance(e, UnicodeDecodeError):
+        return "not UTF-8"
+    if isinstance(e, json.JSONDecodeError):
+        return f"not valid JSON ({e})"
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def kind_of(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.0f} MiB" if n >= 1 << 20 else f"{n} bytes"
