@@ -45,7 +45,8 @@ __all__ = [
 
 
 def __getattr__(name):
-    # `evaluate` imports torch; load it on first use so that `base-bench --help` stays quick.
+    # `evaluate` imports the engine, the backends and numpy (torch only once a transformers model
+    # is scored); load it on first use so that `base-bench --help` stays quick.
     if name == "evaluate":
         from .evaluation import evaluate
 

@@ -44,8 +44,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from .backends import Backend, as_backend
 from .backends.adapters import base_model_note, same_base
 from .backends.identity import tokenizer_fingerprint
@@ -388,9 +386,16 @@ def run_signature(
         "data_sha256": data_sha256,
         "add_bos": bool(add_bos),
         "dtype": dtype,
-        "device_type": getattr(device, "type", None) or torch.device(device).type,
+        "device_type": device_type(device),
         **extra,
     }
+
+
+def device_type(device) -> str:
+    """The kind of a device ("cpu", "cuda", "mps"), as torch.device(device).type gives it, of a
+    torch.device, a backend's `Device` or a name such as "cuda:1", without importing torch."""
+    kind = getattr(device, "type", None)
+    return kind if isinstance(kind, str) else str(device).partition(":")[0]
 
 
 def check_arguments(limit, batch_size, batch_tokens=None) -> None:

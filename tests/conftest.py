@@ -22,6 +22,14 @@ def gguf_cache_root(tmp_path_factory):
         os.environ["BASE_BENCH_CACHE"] = old
 
 
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A GGUF cache of this test's own, not made yet: `tmp_path/cache`, set as BASE_BENCH_CACHE."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("BASE_BENCH_CACHE", str(root))
+    return root
+
+
 @pytest.fixture(scope="session")
 def vllm_server(tmp_path_factory):
     """A real vLLM server serving SmolLM2-135M float32 on 127.0.0.1 (tests/vllmserver.py), started

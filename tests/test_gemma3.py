@@ -70,6 +70,28 @@ def test_llama_cpp_tokenizer_gives_the_hf_ids_on_the_bundled_set(gemma, items):
     assert encode_item(tok, items[0], add_bos=True).context[0] == backend.bos_id()
 
 
+def test_converted_tokenizer_read_without_transformers_gives_its_ids(gemma, items):
+    """The tokenizer a llama.cpp run scores with (tokenizers alone, no torch) against transformers'
+    reading of the same cached files: the same ids on all 1,750 texts of the bundled set, the same
+    special tokens and fingerprint."""
+    from transformers import AutoTokenizer
+
+    from base_bench.backends.identity import tokenizer_fingerprint
+
+    _, tok = gemma
+    hf = AutoTokenizer.from_pretrained(tok.name_or_path)
+    texts = [t for it in items for t in (it.context, *it.continuations)]
+    differ = [
+        t
+        for t in texts
+        if tok(t, add_special_tokens=False)["input_ids"] != hf(t, add_special_tokens=False)["input_ids"]
+    ]
+    assert len(texts) == 1750 and differ == []
+    specials = [(getattr(tok, f"{k}_token_id"), getattr(hf, f"{k}_token_id")) for k in ("bos", "eos", "pad", "unk")]
+    assert all(a == b for a, b in specials) and tok.bos_token_id == 2
+    assert tokenizer_fingerprint(tok) == tokenizer_fingerprint(hf)
+
+
 def test_shared_path_equals_plain_path_at_every_batch_size(gemma, items):
     from base_bench.backends.llama_cpp import PlainScorer, SharedContextScorer
     from base_bench.engine.scoring import encode_item, max_abs_diff, score_in_batches

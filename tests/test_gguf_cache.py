@@ -39,10 +39,8 @@ def gguf_file(tmp_path_factory):
 
 
 @pytest.fixture
-def root(tmp_path, monkeypatch):
-    r = tmp_path / "cache"
-    monkeypatch.setenv("BASE_BENCH_CACHE", str(r))
-    return r
+def root(own_cache):
+    return own_cache
 
 
 @pytest.fixture

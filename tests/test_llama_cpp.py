@@ -17,7 +17,7 @@ from base_bench.commands.cli import main
 from base_bench.errors import ModelError
 
 from fixtures import write_dataset
-from tiny_gguf import write_arch_gguf, write_tiny_gguf
+from tiny_gguf import write_bare_gguf, write_tiny_gguf
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 needs_llama = pytest.mark.skipif(
@@ -153,6 +153,94 @@ def test_log_probs_is_log_softmax_in_float64():
     assert got == pytest.approx([np.log(1 / 3), np.log(1 / 3), np.log(3 / 4)], abs=1e-7)
     big = np.array([[1e4, 1e4 - 1.0]], dtype=np.float32)  # no overflow: the max is taken out first
     assert log_probs(big, [(1,)]) == pytest.approx([-1.0 - np.log1p(np.exp(-1.0))], abs=1e-6)
+
+
+def _exact_log_softmax(row: np.ndarray, targets) -> list[float]:
+    """log_softmax(row)[t] in float64 with an exactly rounded sum (math.fsum): the yardstick."""
+    import math
+
+    r = row.astype(np.float64)
+    m = r.max()
+    lse = m + math.log(math.fsum(np.exp(r - m)))
+    return [r[t] - lse for t in targets]
+
+
+@pytest.mark.parametrize("vocab", [262_144, 49_152, 50_257, 7])
+def test_log_probs_within_1e_7_of_float64_and_each_row_its_own(vocab):
+    """float32 exp, a float64 sum and the rest in float64: every log-prob within 1e-7 of the
+    exactly summed float64 formula, on logits shaped like a model's (a few tokens far ahead, some
+    masked to -inf), for Gemma's and SmolLM2's vocabularies, an odd one and a tiny one;
+    and a row's result does not depend on the rows decoded with it (the backend is batch-invariant)."""
+    from base_bench.backends.llama_cpp import log_probs
+
+    rng = np.random.default_rng(vocab)
+    rows = []
+    for scale, lead in ((1.0, 0.0), (3.0, 15.0), (5.0, 30.0), (0.5, 40.0), (2.0, -60.0)):
+        x = rng.standard_normal((4, vocab)) * scale
+        x[:, : min(3, vocab - 1)] += lead
+        rows.append(x)
+    logits = np.concatenate(rows).astype(np.float32)
+    logits[1, -1] = -np.inf
+    targets = [tuple(int(t) for t in rng.integers(0, vocab, size=2)) + (0,) for _ in range(len(logits))]
+    got = log_probs(logits, targets)
+    want = [v for row, ts in zip(logits, targets) for v in _exact_log_softmax(row, ts)]
+    assert max(abs(a - b) for a, b in zip(got, want)) <= 1e-7
+    alone = [v for i in range(len(logits)) for v in log_probs(logits[i : i + 1], targets[i : i + 1])]
+    threes = [v for i in range(0, len(logits), 3) for v in log_probs(logits[i : i + 3], targets[i : i + 3])]
+    assert got == alone == threes
+
+
+def test_log_probs_scratch_is_float32():
+    """The logits are never copied to float64: 16 rows of Gemma's vocabulary (16 MB in float32) need
+    at most 20 MB of scratch (the float64 path took a 32 MB copy, and more)."""
+    import tracemalloc
+
+    from base_bench.backends.llama_cpp import log_probs
+
+    logits = np.random.default_rng(0).standard_normal((16, 262_144)).astype(np.float32)
+    targets = [(i, i + 1) for i in range(16)]
+    tracemalloc.start()
+    try:
+        log_probs(logits, targets)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 20e6, peak
+
+
+def test_default_threads_counts_cores_not_hyperthreads(tmp_path, monkeypatch):
+    from base_bench.backends.llama_cpp import default_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for cpu, siblings in enumerate(["0,4", "1,5", "2,6", "3,7", "0,4", "1,5", "2,6", "3,7"]):
+        topo = tmp_path / f"cpu{cpu}" / "topology"
+        topo.mkdir(parents=True)
+        (topo / "thread_siblings_list").write_text(siblings + "\n")
+    (tmp_path / "cpufreq").mkdir()  # not a CPU
+    assert default_threads(tmp_path) == 4
+    assert default_threads(tmp_path / "absent") >= 1  # no sysfs: os.cpu_count()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert default_threads(tmp_path) == 3
+
+
+def test_default_threads_is_torchs_choice_here(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from base_bench.backends.llama_cpp import default_threads
+
+    if os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS"):
+        pytest.skip("thread counts set in the environment")
+    assert default_threads() == torch.get_num_threads()
+
+
+@pytest.mark.parametrize("name", ["cpu", "cuda", "cuda:0", "cuda:3", "mps"])
+def test_device_names_and_types_as_torch_gives_them(name):
+    torch = pytest.importorskip("torch")
+    from base_bench.backends.base import Device
+    from base_bench.evaluation import device_type
+
+    d = Device.parse(name)
+    assert (str(d), d.type, d.index) == (str(torch.device(name)), torch.device(name).type, torch.device(name).index)
+    assert device_type(d) == device_type(name) == device_type(torch.device(name)) == torch.device(name).type
 
 
 @needs_llama
@@ -385,8 +473,28 @@ def test_cli_run_and_resume_signature_names_the_backend(tiny, data, tmp_path, ca
     assert json.loads((out / "report.json").read_text())["timing"]["items_scored_this_session"] == 3
 
 
-def _unknown_arch(path: Path) -> Path:
-    return write_arch_gguf(path, "frobnicator")
+@needs_llama
+def test_cli_reads_the_tokenizer_before_it_maps_the_model(tiny, data, tmp_path, monkeypatch):
+    """Reading a large tokenizer takes passing memory (0.35 GB for Gemma 3's 262k tokens): done
+    before llama.cpp maps the model, it does not come on top of the model's pages (bench/memory.py)."""
+    from base_bench.backends import llama_cpp
+
+    order = []
+    real_tokenizer, real_load = llama_cpp.load_tokenizer, llama_cpp.LlamaCppBackend.load.__func__
+
+    def tokenizer(*a, **k):
+        order.append("tokenizer")
+        return real_tokenizer(*a, **k)
+
+    def load(cls, *a, **k):
+        order.append("model")
+        return real_load(cls, *a, **k)
+
+    monkeypatch.setattr(llama_cpp, "load_tokenizer", tokenizer)
+    monkeypatch.setattr(llama_cpp.LlamaCppBackend, "load", classmethod(load))
+    out = tmp_path / "run"
+    assert cli("--backend", "llama.cpp", "--model", tiny, "--local-data", data, "--out-dir", out, "--limit", 2) == 0
+    assert order == ["tokenizer", "model"]
 
 
 @needs_llama
@@ -412,7 +520,7 @@ def test_cli_bad_input_one_line_exit_2(case, fragment, tiny, data, tmp_path, cap
         model = tmp_path / "notes.gguf"
         model.write_text("not a model\n")
     elif case == "arch":
-        model = _unknown_arch(tmp_path / "frob.gguf")
+        model = write_bare_gguf(tmp_path / "frob.gguf", "frobnicator")
     elif case == "cuda":
         if lib().llama_supports_gpu_offload():
             pytest.skip("this llama-cpp-python was built with GPU support")

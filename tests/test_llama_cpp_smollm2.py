@@ -122,3 +122,47 @@ def test_readme_llama_cpp_example_runs(tmp_path, monkeypatch, capsys):
     args = [GGUF if a.endswith(".gguf") else str(ROOT) if a == "." else a for a in shlex.split(line)[1:]]
     assert main(args + ["--limit", "4", "--out-dir", str(tmp_path / "run")]) == 0
     assert json.loads((tmp_path / "run" / "report.json").read_text())["config"]["backend"] == "llama.cpp"
+
+
+def test_converted_tokenizer_read_without_transformers_gives_its_ids(smol, items):
+    """The tokenizer a llama.cpp run scores with (tokenizers alone) against transformers' reading of
+    the same cached files: the same ids on every text of the bundled set, the same special tokens,
+    the same fingerprint (which the resume signature of an evaluate() run holds)."""
+    from transformers import AutoTokenizer
+
+    from base_bench.backends.identity import tokenizer_fingerprint
+
+    _, tok = smol
+    hf = AutoTokenizer.from_pretrained(tok.name_or_path)
+    texts = [t for it in items for t in (it.context, *it.continuations)]
+    assert len(texts) == 1750
+    assert [
+        t
+        for t in texts
+        if tok(t, add_special_tokens=False)["input_ids"] != hf(t, add_special_tokens=False)["input_ids"]
+    ] == []
+    assert [getattr(tok, f"{k}_token_id") for k in ("bos", "eos", "pad")] == [
+        hf.bos_token_id,
+        hf.eos_token_id,
+        hf.pad_token_id,
+    ]
+    assert tokenizer_fingerprint(tok) == tokenizer_fingerprint(hf)
+
+
+def test_cli_run_with_torch_and_transformers_unimportable(tmp_path):
+    """The real file, from the command line, with torch, transformers, accelerate and peft made
+    unimportable in the process (tests/torchless.py); the tokenizer is converted first, in a process
+    of its own, since this cache is fresh."""
+    from torchless import run
+
+    out = tmp_path / "run"
+    args = ["cli", "--backend", "llama.cpp", "--model", GGUF, "--local-data", ROOT, "--limit", 14]
+    got = run(*args, "--threads", 2, "--out-dir", out, block=True, cache=tmp_path / "cache")
+    assert got["rc"] == 0 and got["loaded"] == []
+    cfg = json.loads((out / "report.json").read_text())["config"]
+    assert (cfg["backend"], cfg["dtype"], cfg["device"], cfg["model"]["cache"]["status"]) == (
+        "llama.cpp",
+        "Q4_1",
+        "cpu",
+        "written",
+    )

@@ -27,7 +27,7 @@ from base_bench.commands.cli import main
 from base_bench.errors import ModelError
 
 from fixtures import write_dataset
-from tiny_gguf import write_arch_gguf, write_tiny_gguf
+from tiny_gguf import write_bare_gguf, write_tiny_gguf
 
 F32, Q4_K = 0, 12
 CPU = torch.device("cpu")
@@ -167,7 +167,7 @@ def test_fuzzed_headers_give_a_valid_header_or_one_clean_error(tmp_path):
 def test_a_names_newlines_do_not_reach_the_error_line(tmp_path):
     from base_bench.backends.llama_cpp import LlamaCppBackend
 
-    path = write_arch_gguf(tmp_path / "arch.gguf", "frob\nbase-bench: error: INJECTED")
+    path = write_bare_gguf(tmp_path / "arch.gguf", "frob\nbase-bench: error: INJECTED")
     with pytest.raises(ModelError) as ei:
         LlamaCppBackend.load(path)
     assert "\n" not in str(ei.value) and r"architecture 'frob\nbase-bench: error: INJECTED'" in str(ei.value)
@@ -201,10 +201,8 @@ def test_two_large_files_that_differ_between_the_old_samples_get_two_fingerprint
 
 
 @pytest.fixture
-def root(tmp_path, monkeypatch):
-    r = tmp_path / "cache"
-    monkeypatch.setenv("BASE_BENCH_CACHE", str(r))
-    return r
+def root(own_cache):
+    return own_cache
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,25 @@ class MyBackend(Backend):
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a backend that needs no torch computes: what evaluate() reads of a torch.device.
+
+    Device.parse("cuda:1") -> Device("cuda", 1); str() gives the name back, as str(torch.device) does."""
+
+    type: str
+    index: int | None = None
+
+    @classmethod
+    def parse(cls, name: str) -> Device:
+        kind, _, idx = str(name).partition(":")
+        return cls(kind, int(idx) if idx else None)
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
 
 
 class Backend:
@@ -16,7 +35,8 @@ class Backend:
 
     name         "transformers", "llama.cpp", "vllm", ...; recorded in the report, and in the resume
                  signature of every backend but the default one (so old runs still resume).
-    device       a torch.device: where inputs go, for the report, the signature and OOM handling.
+    device       a torch.device (or a `Device`, for a backend without torch): where inputs go, for
+                 the report, the signature and OOM handling.
     dtype        what the weights compute in, as the report spells it ("float32", "bfloat16";
                  for llama.cpp the GGUF file type, "Q4_1", "Q4_K_M", ...).
     window       the longest sequence the model takes (None if it states none): contexts are cut

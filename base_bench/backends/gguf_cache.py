@@ -4,7 +4,8 @@
     # convert() -> (tokenizer, model) from the GGUF file (slow: parse metadata, dequantise)
     # load_entry(dir) -> (tokenizer, model) from a cache entry (fast: from_pretrained on safetensors)
     # record: what report.json says about the cache, e.g. {"status": "hit", "path": ..., "bytes": ...}
-    tokenizer, record = load_tokenizer(gguf_path, fingerprint, convert, load_entry)  # the tokenizer alone
+    tokenizer, record = load_tokenizer(gguf_path, fingerprint, convert_into, load_dir)  # the tokenizer alone
+    # convert_into(folder) writes the converted tokenizer's files; load_dir(folder) reads them back
     # (the llama.cpp backend runs the GGUF itself and needs only the ids; its entry has no weights)
 
 Converting a GGUF file (reading its metadata, building the tokenizer, dequantising every tensor)
@@ -54,16 +55,20 @@ import os
 import shutil
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
+from ..errors import ModelError
 from ..results.reports_io import fsync_dir
 from .cachedir import ENV, cache_root, distrust_chain, distrust_tree, private_dir
 from .identity import file_digest, package_version
+
+if TYPE_CHECKING:
+    import torch
 
 FORMAT_VERSION = 2  # 2: digests of whole files (identity.FINGERPRINT_SCHEME content/3), entries checked for ownership
 MANIFEST = "manifest.json"
@@ -85,6 +90,8 @@ STATUSES = (
 
 def entry_key(fingerprint: str, dtype: torch.dtype) -> dict:
     """Everything that can change the converted tokenizer or weights."""
+    import torch  # here, not at the top: the llama.cpp backend reads tokenizer entries without torch
+
     return {
         "format": FORMAT_VERSION,
         "gguf_fingerprint": fingerprint,
@@ -314,6 +321,9 @@ def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Pat
                 "note": "another process wrote the same entry first; its copy is kept",
             }
         _fsync(final.parent)
+    except ModelError:  # `save` could not make what the entry holds: say so, do not try again uncached
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     except Exception as exc:  # noqa: BLE001 - a cache that cannot be written must not stop the run
         shutil.rmtree(tmp, ignore_errors=True)
         text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -427,28 +437,40 @@ def tokenizer_key(fingerprint: str) -> dict:
 def load_tokenizer(
     gguf_path: Path,
     fingerprint: str,
-    convert: Callable[[], object],
-    load_entry: Callable[[Path], object],
+    convert_into: Callable[[Path], None],
+    load_dir: Callable[[Path], object],
     use_cache: bool = True,
     root: Path | None = None,
 ):
-    """(tokenizer, record): the tokenizer transformers converts from the GGUF file, alone, from its
-    cache entry when there is a complete one, else from `convert()` and then cached. The llama.cpp
-    backend needs no converted weights, only the ids the HF tokenizer gives (converting Gemma 3's
-    262k-token vocabulary takes 16 s on 2 cores; reading it back, under one). The same rules as
-    `load` for entries another user could have written, and for `load_entry`."""
+    """(tokenizer, record): the tokenizer converted from the GGUF file, alone (the llama.cpp backend
+    needs no converted weights, only the ids). `convert_into(folder)` writes the converted tokenizer's
+    files into an empty folder (slow: Gemma 3's 262k-token vocabulary takes 16 s on 2 cores) and
+    raises ModelError if it cannot; `load_dir(folder)` reads a tokenizer from such a folder (under a
+    second). From the cache entry when there is a complete one; else converted into a new entry and
+    read from there. Without the cache (`use_cache` False, an entry another user could have written,
+    or one that cannot be written) the files go to a temporary folder, deleted once read. The same
+    rules as `load` for entries another user could have written."""
     if not use_cache:
-        return convert(), {"status": "disabled", "path": None}
+        return _convert_aside(convert_into, load_dir), {"status": "disabled", "path": None}
     root = cache_root() if root is None else root
     key = tokenizer_key(fingerprint)
     what = "the converted GGUF tokenizer"
-    tokenizer, record = _lookup(root, key, load_entry, what)
+    tokenizer, record = _lookup(root, key, load_dir, what)
     if tokenizer is not None:
         return tokenizer, record
-    tokenizer = convert()
-    if record is not None:
-        return tokenizer, record
+    if record is not None:  # refused: neither read nor replaced
+        return _convert_aside(convert_into, load_dir), record
     failed = _make_gguf_dir(root, what)
     if failed:
-        return tokenizer, failed
-    return tokenizer, _publish(root, key, gguf_path, TOKENIZER_MARGIN, tokenizer.save_pretrained, what)
+        return _convert_aside(convert_into, load_dir), failed
+    record = _publish(root, key, gguf_path, TOKENIZER_MARGIN, convert_into, what)
+    if record["path"] is None:  # not cached (no room, or the entry could not be written)
+        return _convert_aside(convert_into, load_dir), record
+    return load_dir(Path(record["path"])), record
+
+
+def _convert_aside(convert_into: Callable[[Path], None], load_dir: Callable[[Path], object]):
+    """Convert into a temporary folder, read the tokenizer from it, and delete the folder."""
+    with tempfile.TemporaryDirectory(prefix="base-bench-tokenizer-") as tmp:
+        convert_into(Path(tmp))
+        return load_dir(Path(tmp))

@@ -30,10 +30,10 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ModelError, ScoringError, UsageError
-from ..items.hub import download_model, download_model_file, gguf_name_problem
+from ..errors import ModelError, ScoringError
 from .base import Backend
-from .identity import FINGERPRINT_SCHEME, fingerprint, package_version, weights_fingerprint
+from .identity import package_version, weights_fingerprint
+from .locate import RESERVED, Located, check_request, classify, locate_model  # noqa: F401 - where callers have found them
 
 log = logging.getLogger("base_bench")
 
@@ -84,122 +84,6 @@ class Loaded:
     model: object
     tokenizer: object
     info: dict = field(default_factory=dict)
-
-
-def classify(spec: str) -> str:
-    """'gguf', 'dir' or 'hub' for a --model value; raise ModelError for a path that is not there."""
-    p = Path(spec).expanduser()
-    if spec.lower().endswith(".gguf"):
-        if not p.is_file():
-            raise ModelError(f"--model {spec}: no such GGUF file")
-        return "gguf"
-    if p.is_dir():
-        if not (p / "config.json").is_file():
-            raise ModelError(f"--model {spec}: the directory has no config.json, so it is not a model export")
-        return "dir"
-    if p.exists():
-        raise ModelError(
-            f"--model {spec}: a file that is not a .gguf; give a model directory, a .gguf file or a Hub id"
-        )
-    # A Hub id is "name" or "org/name"; anything else that does not exist is a mistyped path.
-    looks_like_path = spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
-    if looks_like_path:
-        raise ModelError(f"--model {spec}: no such directory or file")
-    return "hub"
-
-
-# Keyword arguments of from_pretrained that base-bench sets itself, with what to use instead.
-RESERVED = {
-    "dtype": "--dtype",
-    "torch_dtype": "--dtype",
-    "device_map": "--device-map (or --device)",
-    "max_memory": "--max-memory",
-    "offload_folder": "--offload-folder",
-    "revision": "--revision",
-    "trust_remote_code": "--trust-remote-code",
-    "gguf_file": "--gguf-file",
-    "token": "HF_TOKEN or `hf auth login`",
-    "use_auth_token": "HF_TOKEN or `hf auth login`",
-    "cache_dir": "HF_HUB_CACHE",
-    "local_files_only": "HF_HUB_OFFLINE=1",
-    "pretrained_model_name_or_path": "--model",
-}
-
-
-def check_request(gguf_file: str | None = None, model_args: dict | None = None) -> None:
-    """The checks of a model request that need no file and no network (the command line makes them
-    before anything else): UsageError for a --model-arg KEY that base-bench sets itself, naming the
-    flag to use instead, or for a --gguf-file NAME that is not a .gguf path inside a repo."""
-    for key in model_args or {}:
-        if key in RESERVED:
-            raise UsageError(f"--model-arg {key}: base-bench sets {key} itself; use {RESERVED[key]} instead")
-    why = gguf_name_problem(gguf_file) if gguf_file is not None else None
-    if why:
-        raise UsageError(why)
-
-
-@dataclass
-class Located:
-    """A model found (and, for a Hub id, downloaded) but not loaded yet. `model_args` go to the
-    model's from_pretrained (--model-arg)."""
-
-    spec: str
-    kind: str
-    where: str
-    kwargs: dict
-    info: dict
-    model_args: dict = field(default_factory=dict)
-
-    def identity(self) -> dict:
-        """What names these weights for --resume: the content fingerprint of a local file or
-        directory (not its path, so a moved model still resumes), or the Hub id and commit. The
-        scheme is named too: a run started under another scheme is refused with that reason. Model
-        arguments are part of it when there are any (and only then, so older runs still resume)."""
-        if self.kind == "hub":
-            out = {"kind": "hub", "id": self.spec, "revision": self.info["revision"]}
-        else:
-            out = {"kind": self.kind, "fingerprint": self.info["fingerprint"], "fingerprint_scheme": FINGERPRINT_SCHEME}
-        return {**out, "model_args": self.model_args} if self.model_args else out
-
-
-def locate_model(
-    spec, revision=None, token=None, trust_remote_code=False, gguf_file=None, model_args=None, use_cache=True
-) -> Located:
-    """Find (for a Hub id, download) the model `spec` names; `gguf_file` picks one GGUF of a Hub repo.
-    A local one is fingerprinted by its content, remembered in the cache folder unless `use_cache`
-    is False (--no-cache)."""
-    model_args = dict(model_args or {})
-    check_request(gguf_file, model_args)
-    kind = classify(spec)
-    if gguf_file is not None and kind != "hub":
-        raise UsageError(
-            f"--gguf-file picks a file inside a Hub repo, so --model must be the repo's id (ORG/NAME), "
-            f"not {spec}; for a local GGUF, give its path to --model"
-        )
-    info = {"spec": spec, "kind": kind}
-    kwargs = dict(trust_remote_code=trust_remote_code)
-    if kind == "hub" and not gguf_file:
-        where, commit = download_model(spec, revision=revision, token=token)
-        info.update(path=None, revision=commit, fingerprint=None)
-    else:
-        if gguf_file:  # only that file, into the Hugging Face cache; then a local .gguf like any other
-            local, commit = download_model_file(spec, gguf_file, revision=revision, token=token)
-            p, kind = Path(local), "gguf"  # the snapshot's path, which keeps the file's name (not the blob's)
-            info.update(kind=kind, hub={"id": spec, "file": gguf_file, "revision": commit})
-        else:
-            p, commit = Path(spec).expanduser().resolve(), None
-            if revision:
-                raise ModelError("--revision applies to Hub models only, not to a local directory or file")
-        if kind == "gguf":
-            from .gguf_file import read_header
-
-            read_header(p)  # not a GGUF, or truncated: one line now, not the gguf reader's struct error later
-            where, kwargs["gguf_file"] = str(p.parent), p.name
-        else:
-            where = str(p)
-        info.update(path=str(p), revision=commit, fingerprint=fingerprint(p, remember=use_cache))
-    info["model_args"] = model_args
-    return Located(spec, kind, where, kwargs, info, model_args)
 
 
 def _from_pretrained(where: str, dtype, placement: dict | None = None, model_args: dict | None = None, **kwargs):

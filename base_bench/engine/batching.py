@@ -19,6 +19,7 @@ any better. So `auto` on a CPU is CPU_AUTO.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -31,18 +32,20 @@ GPU_UPPER = 512  # the search never tries more rows (or items) per pass than thi
 
 
 def is_oom(exc: BaseException) -> bool:
-    """True for CUDA's OutOfMemoryError and the RuntimeErrors that mps and older torch raise instead."""
-    import torch
-
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
+    """True for CUDA's OutOfMemoryError and the RuntimeErrors that mps and older torch raise instead
+    (torch is asked only if it is loaded: an error from a backend without torch is not torch's)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError):
         return True
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
 def empty_cache(device) -> None:
-    """Hand cached blocks back after an out-of-memory error, so a smaller retry can fit."""
-    import torch
-
+    """Hand cached blocks back after an out-of-memory error, so a smaller retry can fit (torch's
+    caches: nothing to do when torch is not loaded)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return
     if device.type == "cuda":
         torch.cuda.empty_cache()
     elif device.type == "mps":

@@ -24,6 +24,7 @@ forward is a collective that all ranks must join.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,6 +42,10 @@ class Ranks:
 
     @classmethod
     def current(cls) -> Ranks:
+        """The ranks of the process group torch.distributed holds, else rank 0 of 1. A process that
+        never imported torch.distributed has no group, so a llama.cpp run never imports torch here."""
+        if "torch.distributed" not in sys.modules:
+            return cls()
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
