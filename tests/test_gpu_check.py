@@ -1,5 +1,6 @@
 """bench/gpu_check.py must not rot between GPU runs: its --dry-run (CPU, tiny model, 20 items) runs
-here in a subprocess, and the JSON and the Markdown it writes are checked field by field."""
+here in a subprocess, and the JSON and the Markdown it writes are checked field by field. The
+checks live in bench/gpu/, one module each; the pure parts are tested by hand below."""
 
 import json
 import os
@@ -13,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "gpu_check.py"
 sys.path.insert(0, str(ROOT / "bench"))
 
-import gpu_check  # noqa: E402
+from gpu import common, models, profiling, report, speed  # noqa: E402
+from gpu import run as runner  # noqa: E402
 
 
 def run(*args, timeout=600):
@@ -41,10 +43,10 @@ def dry(tmp_path_factory):
 
 def test_every_check_ran_on_the_cpu(dry):
     out, doc, checks, work = dry
-    assert doc["schema"] == gpu_check.SCHEMA and doc["mode"] == "dry-run"
-    assert [c["name"] for c in doc["checks"]] == [c.name for c in gpu_check.CHECKS]
+    assert doc["schema"] == common.SCHEMA and doc["mode"] == "dry-run"
+    assert [c["name"] for c in doc["checks"]] == [c.name for c in runner.CHECKS]
     assert {c["status"] for c in doc["checks"]} == {"ok"}, {c["name"]: c.get("error") for c in doc["checks"]}
-    assert doc["data"]["items"] == gpu_check.DRY_ITEMS
+    assert doc["data"]["items"] == common.DRY_ITEMS
     assert doc["models"]["tiny"]["vocab_size"] == doc["tokenizer"]["vocab_size"] == 49152
     assert doc["environment"]["gpu"] is None and doc["finished"]
     assert not any(work.iterdir())  # the work directory (saved models, runs) is removed at the end
@@ -55,9 +57,9 @@ def test_exactness_rows(dry):
     ex = checks["exactness"]
     rows = ex["rows"]
     assert {(r["dtype"], r["scorer"], r["batch_size"]) for r in rows} == {
-        (d, s, b) for d in ("float32", "bfloat16") for s in gpu_check.SCORER_NAMES for b in gpu_check.BATCH_SIZES
+        (d, s, b) for d in ("float32", "bfloat16") for s in common.SCORER_NAMES for b in common.BATCH_SIZES
     }
-    assert all(r["model"] == "tiny" and r["choices"] == 4 * gpu_check.DRY_ITEMS for r in rows)
+    assert all(r["model"] == "tiny" and r["choices"] == 4 * common.DRY_ITEMS for r in rows)
     fp32 = [r for r in rows if r["dtype"] == "float32"]
     assert ex["met"] is True and ex["float32_worst"] == max(r["max_abs_delta"] for r in fp32) <= 1e-4
     assert all(r["predictions_differ"] == 0 for r in fp32)
@@ -69,7 +71,7 @@ def test_exactness_rows(dry):
 def test_bf16_against_fp32_and_batch_auto(dry):
     _, _, checks, _ = dry
     bf = checks["bf16_vs_fp32"]
-    assert len(bf["rows"]) == 4 and all(r["choices"] == 4 * gpu_check.DRY_ITEMS for r in bf["rows"])
+    assert len(bf["rows"]) == 4 and all(r["choices"] == 4 * common.DRY_ITEMS for r in bf["rows"])
     assert all(r["max_abs_delta"] > 0 for r in bf["rows"])
     ba = checks["batch_auto"]
     from base_bench.engine.batching import CPU_AUTO
@@ -116,8 +118,8 @@ def test_the_gpu_machine_needs_neither_gguf_nor_matplotlib(dry):
 def test_markdown_is_rendered_from_the_json(dry, tmp_path):
     out, doc, checks, _ = dry
     md = (out / "gpu_check.md").read_text()
-    assert md == gpu_check.render_md(doc)
-    for c in gpu_check.CHECKS:
+    assert md == report.render_md(doc)
+    for c in runner.CHECKS:
         assert f"| {c.title} | ok" in md
     for head in (
         "## Exactness",
@@ -178,7 +180,7 @@ def test_fed_flops_and_copied_bytes_by_hand():
     )
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     batch = [_enc((1, 2, 3), (4, 5), (6,))]  # packed row: 3 context + 1 + 0 continuation tokens = 4; 2 kept
-    got = gpu_check.fed_flops(model, [batch])
+    got = speed.fed_flops(model, [batch])
     # linear: q 64 + k 32 + v 32 + o 64 + gate/up/down 3 * 128 = 576 parameters, on 1 x 4 positions;
     # attention: 4 * 1 layer * (2 heads * 4) * 4 * 4; LM head: 2 * 80 * 2 kept positions
     assert got == {
@@ -188,7 +190,7 @@ def test_fed_flops_and_copied_bytes_by_hand():
         "linear_params": 576,
     }
     two = [_enc((1, 2, 3), (4, 5), (6,)), _enc((1,), (2,), (3,))]  # T = 4, B = 2
-    assert gpu_check._h2d_bytes([two], 2) == 2 * 4 * 8 * 2 + 2 * 4 * 4 * 2 + 2 * 4
+    assert speed.h2d_bytes([two], 2) == 2 * 4 * 8 * 2 + 2 * 4 * 4 * 2 + 2 * 4
 
 
 @pytest.mark.parametrize(
@@ -196,7 +198,7 @@ def test_fed_flops_and_copied_bytes_by_hand():
     [([3.0, 1.0, 2.0], 0.5, 2.0), ([3.0, 1.0, 2.0], 0.99, 3.0), ([5.0], 0.99, 5.0), ([1.0, 2.0, 3.0, 4.0], 0.25, 1.0)],
 )
 def test_percentile(values, q, want):
-    assert gpu_check.percentile(values, q) == want
+    assert common.percentile(values, q) == want
 
 
 def test_compare_counts_deltas_and_flipped_predictions():
@@ -204,7 +206,7 @@ def test_compare_counts_deltas_and_flipped_predictions():
 
     ref = [[C(-1.0, 1), C(-2.0, 1)], [C(-4.0, 2), C(-3.0, 1)]]
     got = [[C(-1.5, 1), C(-2.0, 1)], [C(-4.0, 2), C(-1.5, 1)]]  # item b: means -2 and -1.5: prediction 1, not 0
-    c = gpu_check.compare(got, ref, ["a", "b"])
+    c = common.compare(got, ref, ["a", "b"])
     assert c["max_abs_delta"] == 1.5 and c["choices"] == 4 and c["median_abs_delta"] == 0.25
     assert c["predictions_differ"] == 1 and c["differing_items"] == ["b"]
 
@@ -220,9 +222,9 @@ def test_carried_tokenizer_is_smollm2s_from_the_gguf():
 
     from base_bench.items.datasource import open_data
 
-    gguf = gpu_check.default_gguf()
+    gguf = models.default_gguf()
     want = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    got = gpu_check.load_tokenizer()
+    got = models.load_tokenizer()
     assert got.get_vocab() == want.get_vocab()
     for attr in ("bos_token_id", "eos_token_id", "pad_token_id"):
         assert getattr(got, attr) == getattr(want, attr)
@@ -244,7 +246,7 @@ def test_carried_tokenizer_is_smollm2s_from_the_gguf():
     ],
 )
 def test_kernel_kinds(name, kind):
-    assert gpu_check.kernel_kind(name) == kind
+    assert profiling.kernel_kind(name) == kind
 
 
 def test_profile_summary_by_hand():
@@ -262,7 +264,7 @@ def test_profile_summary_by_hand():
         (False, "aten::mm", 1.0, 40.0),
         (False, "something else", 0, 1),
     ]
-    got = gpu_check.summarize_profile(rows)
+    got = profiling.summarize_profile(rows)
     assert got["device_busy_s"] == 160e-6
     assert got["device_events"] == {
         "GEMM": {"count": 1, "s": 100e-6},
@@ -306,8 +308,38 @@ def test_gpu_sections_render(dry):
         "vs_reference_loop": {"max_abs_delta": 1e-5, "predictions_differ": 0},
     }
     d["checks"].append({"name": "x", "title": "A failed one", "status": "failed", "met": False, "error": "E: a|b"})
-    md = gpu_check.render_md(d)
+    md = report.render_md(d)
     assert "Machine: NVIDIA H200 (139.8 GiB, capability 9.0, driver 580)" in md
     assert "| 12.5 (14) |" in md and "12.34%" in md and "GEMM 100× 0.200 s" in md
     assert "evaluate() ran at batch 128; logged: out of accelerator memory; batch size lowered to 128" in md
     assert "| A failed one | failed | no | E: a\\|b |" in md
+
+
+def test_one_module_per_check_each_saying_what_it_checks_records_and_costs():
+    """The runner lists every check in order with its budget, and each check's module opens with
+    what it checks, what it records and how long it takes, with the numbers the runner uses."""
+    import importlib
+    import re
+
+    table = [
+        (m[1], float(m[2]), float(m[3]), m[4])
+        for m in re.finditer(r"^ {4}(\w+) +(\d+) s +(\d+) s +(gpu/\w+\.py) ", runner.__doc__, re.M)
+    ]
+    assert table == [
+        (c.name, c.estimate_s, c.estimate_dry_s, f"gpu/{c.fn.__module__.split('.')[-1]}.py") for c in runner.CHECKS
+    ]
+    total = re.search(r"^ {4}total +(\d+) s +(\d+) s$", runner.__doc__, re.M)
+    assert total and (float(total[1]), float(total[2])) == (
+        sum(c.estimate_s for c in runner.CHECKS),
+        sum(c.estimate_dry_s for c in runner.CHECKS),
+    )
+    for c in runner.CHECKS:
+        assert c.fn.__module__ == f"gpu.{c.name}"
+        doc = importlib.import_module(c.fn.__module__).__doc__
+        assert doc.startswith(f"Check `{c.name}`: ")
+        assert "What it checks: " in doc and "What it records: " in doc
+        assert f"How long: estimated {c.estimate_s:g} s on an H200" in doc
+        assert f"{c.estimate_dry_s:g} s in the dry run" in doc.replace("\n", " ")
+    for path in (ROOT / "bench" / "gpu").glob("*.py"):
+        mod = importlib.import_module(f"gpu.{path.stem}")
+        assert mod.__doc__ and len(mod.__doc__.splitlines()) >= 3, path.name
