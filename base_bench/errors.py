@@ -7,8 +7,10 @@
         print(exc)          # one line that says what is wrong and what to do
 
 Every error a user can cause is a subclass, raised `from None` so that no chained traceback hides
-the message: bad data (DataError), a model or tokenizer that cannot be scored (ModelError), an
-item that cannot be scored under the contract (ScoringError), a refused download (HubError), an
+the message: bad data (DataError), a model or tokenizer that cannot be scored (ModelError; a model
+server that cannot be reached or answers with an error is a ServerError, and an engine whose
+prompt log-probs fail the server check an EngineCheckError), an item that cannot be scored under
+the contract (ScoringError), a refused download (HubError), an
 out-dir that would be overwritten, does not match or is in use (RunError), a run's file that could
 not be written (StorageError: a full disk, an I/O error), an unreadable report (ReportError), an
 argument out of range (UsageError), ranks that cannot work together (DistributedError). Anything
@@ -41,6 +43,21 @@ class DataError(BaseBenchError):
 
 class ModelError(BaseBenchError):
     """The model, its tokenizer or the device cannot be used; the message says why in a line."""
+
+
+class ServerError(ModelError):
+    """A model server could not be reached, or answered with an error (after the retries the
+    message counts). `status` is the last HTTP status (None when there was no answer)."""
+
+    def __init__(self, message: str, status: int | None = None, detail: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.detail = detail or message
+
+
+class EngineCheckError(ModelError):
+    """A served or in-process engine's prompt log-probs cannot be trusted (backends/prompt_logprobs.py);
+    one line says what it did wrong."""
 
 
 class ScoringError(BaseBenchError):

@@ -1,7 +1,7 @@
 """Score a model that is already loaded: the one orchestration behind the library and the CLI.
 
     from base_bench import evaluate
-    report = evaluate(model, tokenizer)                          # bundled set; writes nothing
+    report = evaluate(model, tokenizer)                          # bundled set ("bundled"); writes nothing
     report = evaluate(model, tokenizer, "hub", out_dir="runs/m")  # official data; the four run files
     report = evaluate(model, tokenizer, "my/dir", limit=16, out_dir="runs/m", resume=True)
 
@@ -9,13 +9,15 @@
 loads the model and calls this function, so both give the same report for the same model, data and
 settings. The steps, each done in one place:
 
-1. data: `datasource.open_data` loads and checks it (schema, composition, checksum);
+1. data: `datasource.open_data` loads and checks it (schema, composition, checksum), and the first
+   line said (on stderr with `progress`, else as an INFO note) names it;
 2. model and tokenizer: the model becomes a `Backend` (backends/: transformers or llama.cpp), which
    checks it and answers every question about it; the tokenizer's ids must fit its vocabulary;
 3. run store (only with `out_dir`): refuses to overwrite a run, checks the `resume` signature, locks
    the out-dir against other processes, then saves each item's result the moment it is scored;
 4. scoring: the packed scorer (after a start-up check against the plain one), length-sorted
-   batches, halving the batch on out-of-memory;
+   batches of `batch_size` items or of at most `batch_tokens` fed positions, several items packed
+   into a row (engine/packing.py), halving the batch on out-of-memory;
 5. report: `report.build_report`, then report.json and predictions.md (only with `out_dir`).
 
 Called on every rank of an initialised torch.distributed process group (torchrun, or a training
@@ -47,10 +49,11 @@ import torch
 from .backends import Backend, as_backend
 from .backends.adapters import base_model_note, same_base
 from .backends.identity import tokenizer_fingerprint
-from .engine.batching import attempt, auto_batch_size
-from .engine.distributed import Ranks, error_class, make_batches, share
+from .engine.batching import attempt, auto_batching
+from .engine.distributed import Ranks, error_class, share
+from .engine.packing import Batching, batch_cost
 from .engine.runstore import RunStore, signature_hash
-from .engine.scoring import Encoded, ScoringError, encode_item, length_order
+from .engine.scoring import Encoded, ScoringError, encode_item, length_order, set_row_length
 from .errors import BaseBenchError, ModelError, UsageError
 from .items import card
 from .items.datasource import DataSource, open_data
@@ -58,7 +61,10 @@ from .items.records import ChoiceScore, Item, ItemResult, pick
 from .results.report import build_report, dumps, render_markdown
 from .version import __version__
 
-SCORING_VERSION = "mean_logprob/1"  # bump when a change to the scoring code can change a score
+SCORING_VERSION = "mean_logprob/2"  # bump when a change to the scoring code can change a score
+# /2: the packed scorer cuts its 4D mask to a model's sliding window (before, items past the window
+# were scored as if there were none); several items per row change no score beyond float rounding
+DEFAULT_BATCH_SIZE = 8  # items per pass when neither batch_size nor batch_tokens is given
 log = logging.getLogger("base_bench")
 
 
@@ -86,7 +92,8 @@ def evaluate(
     data=None,
     *,
     limit: int | None = None,
-    batch_size: int | str = 8,
+    batch_size: int | str | None = None,
+    batch_tokens: int | None = None,
     add_bos: bool = False,
     out_dir: str | Path | None = None,
     resume: bool = False,
@@ -101,11 +108,18 @@ def evaluate(
                 llama.cpp itself); or any `base_bench.backends.Backend`. It is used as it is and
                 left as it was found.
     tokenizer   its tokenizer.
-    data        None: the bundled set shipped in the package; a path to a JSONL file, or to a
-                directory holding data/test.jsonl; "hub": the official gated file, fetched with
-                HF_TOKEN or the saved `hf auth login` token.
+    data        "bundled" or None: the bundled set shipped in the package (no network, no token);
+                "hub": the official gated file, fetched with HF_TOKEN or the saved `hf auth login`
+                token; any other string or a Path: a JSONL file, or a directory holding
+                data/test.jsonl (the command line's --data takes the same three). The first line
+                said names the data: on stderr when `progress` is on, else as an INFO note of the
+                "base_bench" logger.
     limit       score only the first N items (the run is then not official).
-    batch_size  items per forward pass, or "auto"; scores do not depend on it.
+    batch_size  items per forward pass (default 8), or "auto": on a GPU the largest token budget
+                that fits, on a CPU 8 items. Scores do not depend on it.
+    batch_tokens  instead of batch_size: at most this many positions fed per forward pass (rows
+                times the longest row, padding included), with several items packed into a row.
+                Give batch_size or batch_tokens, not both.
     add_bos     put the tokenizer's BOS before every context (diagnostic; not official).
     out_dir     write report.json, predictions.md, partial_results.jsonl and run_config.json there;
                 None writes nothing at all. Under several ranks, rank 0 writes.
@@ -129,6 +143,7 @@ def evaluate(
             data,
             limit=limit,
             batch_size=batch_size,
+            batch_tokens=batch_tokens,
             add_bos=add_bos,
             out_dir=out_dir,
             resume=resume,
@@ -138,11 +153,25 @@ def evaluate(
 
 
 def _evaluate(
-    held: ExitStack, model, tokenizer, data, *, limit, batch_size, add_bos, out_dir, resume, progress, model_info
+    held: ExitStack,
+    model,
+    tokenizer,
+    data,
+    *,
+    limit,
+    batch_size,
+    batch_tokens,
+    add_bos,
+    out_dir,
+    resume,
+    progress,
+    model_info,
 ) -> dict:
     ranks = Ranks.current()
     with ranks.together():
-        setup = _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info)
+        setup = _setup(
+            model, tokenizer, data, limit, batch_size, batch_tokens, add_bos, model_info, _say(progress, ranks.is_main)
+        )
     backend = setup.backend
     identity = _shared_identity(setup.identity, backend, ranks)
     signature = run_signature(
@@ -152,7 +181,13 @@ def _evaluate(
         {
             "data SHA-256": setup.source.dataset.sha256,
             "model fingerprint": signature_hash(signature),
-            "settings (limit, batch size, add_bos, resume)": (limit, batch_size, bool(add_bos), resume),
+            "settings (limit, batch size, batch tokens, add_bos, resume)": (
+                limit,
+                batch_size,
+                batch_tokens,
+                bool(add_bos),
+                resume,
+            ),
             "number of items": len(setup.items),
         }
     )
@@ -183,13 +218,8 @@ def _evaluate(
 
         order = [encoded[i] for i in length_order(encoded)]
         scorer, packing = backend.pick_scorer(order, setup.pad_id, ranks)
-        bs = batch_size
-        if bs == "auto":
-            bs = auto_batch_size(scorer, order, backend.device, agree=ranks.agree)
-            if bs == 0:
-                raise ScoringError("out of accelerator memory even at batch size 1")
-            if ranks.is_main:
-                log.info(f"--batch-size auto: {bs} items per pass on {backend.device}")
+        row_length = order[0].packed_length if order else 1  # the run's longest item: rows are packed up to it
+        plan = _batching(batch_size, batch_tokens, scorer, order, row_length, backend.device, ranks)
 
         def record(results: list, own: bool) -> None:
             """Keep finished results; save them at once (rank 0 saves its own and, when the other
@@ -210,8 +240,8 @@ def _evaluate(
 
         todo = [e for e in order if e.id not in done]
         t0 = time.perf_counter()
-        bs, wait_s = _score_all(
-            scorer, todo, bs, backend.device, ranks, record, done, progress and ranks.is_main, len(items)
+        plan, wait_s = _score_all(
+            scorer, todo, plan, row_length, backend.device, ranks, record, done, progress and ranks.is_main, len(items)
         )
         score_s = time.perf_counter() - t0
 
@@ -223,8 +253,11 @@ def _evaluate(
         "backend": backend.name,
         "device": str(backend.device),
         "dtype": backend.dtype,
-        "batch_size": batch_size,
-        "batch_size_used": bs,
+        "batch_size": DEFAULT_BATCH_SIZE if batch_size is None and batch_tokens is None else batch_size,
+        "batch_tokens": batch_tokens,
+        "batch_size_used": plan.items,
+        "batch_tokens_used": plan.tokens,
+        "row_length": getattr(scorer, "row_length", None),
         "add_bos": bool(add_bos),
         "threads": backend.threads,
         "world_size": ranks.world,
@@ -263,10 +296,21 @@ def _evaluate(
     return report
 
 
-def _setup(model, tokenizer, data, limit, batch_size, add_bos, model_info) -> Setup:
-    """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer."""
-    _check_arguments(limit, batch_size)
-    source = data if isinstance(data, DataSource) else open_data(data)
+def _say(progress: bool, is_main: bool):
+    """Where the line naming the data goes: stderr beside the progress bar, else an INFO note (shown
+    when the "base_bench" logger is at INFO, as the command line sets it); rank 0 only."""
+    if not is_main:
+        return None
+    if progress:
+        return lambda line: print(line, file=sys.stderr, flush=True)
+    return log.info
+
+
+def _setup(model, tokenizer, data, limit, batch_size, batch_tokens, add_bos, model_info, say=None) -> Setup:
+    """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer.
+    Data opened here is named by a line through `say` (a DataSource was named by whoever opened it)."""
+    check_arguments(limit, batch_size, batch_tokens)
+    source = data if isinstance(data, DataSource) else open_data(data, say=say)
     _check_tokenizer(tokenizer)
     backend = as_backend(model, tokenizer)
     all_items = source.dataset.items
@@ -344,16 +388,45 @@ def run_signature(
         "data_sha256": data_sha256,
         "add_bos": bool(add_bos),
         "dtype": dtype,
-        "device_type": torch.device(device).type,
+        "device_type": getattr(device, "type", None) or torch.device(device).type,
         **extra,
     }
 
 
-def _check_arguments(limit, batch_size) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+def check_arguments(limit, batch_size, batch_tokens=None) -> None:
+    """UsageError for a limit, batch size or token budget `evaluate` cannot take."""
+    if limit is not None and not _whole(limit):
         raise UsageError(f"limit must be a whole number of 1 or more, or None; got {limit!r}")
-    if batch_size != "auto" and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+    if batch_size not in (None, "auto") and not _whole(batch_size):
         raise UsageError(f"batch_size must be a whole number of 1 or more, or 'auto'; got {batch_size!r}")
+    if batch_tokens is not None:
+        if not _whole(batch_tokens):
+            raise UsageError(f"batch_tokens must be a whole number of 1 or more, or None; got {batch_tokens!r}")
+        if batch_size is not None:
+            raise UsageError(
+                f"give batch_size (items per pass) or batch_tokens (positions per pass), not both; got "
+                f"batch_size={batch_size!r} and batch_tokens={batch_tokens!r}"
+            )
+
+
+def _whole(n) -> bool:
+    return isinstance(n, int) and not isinstance(n, bool) and n >= 1
+
+
+def _batching(batch_size, batch_tokens, scorer, order, row_length: int, device, ranks: Ranks) -> Batching:
+    """How the run is cut into passes: as asked, or for "auto" as `auto_batching` finds."""
+    if batch_tokens is not None:
+        return Batching(tokens=batch_tokens)
+    if batch_size != "auto":
+        return Batching(items=DEFAULT_BATCH_SIZE if batch_size is None else batch_size)
+    set_row_length(scorer, row_length)
+    plan = auto_batching(scorer, order, row_length, device, agree=ranks.agree)
+    if plan is None:
+        raise ScoringError(f"out of accelerator memory even for one row of at most {row_length} positions")
+    if ranks.is_main:
+        what = f"{plan.items} items" if plan.items is not None else f"{plan.tokens} tokens"
+        log.info(f"--batch-size auto: {what} per pass on {device}")
+    return plan
 
 
 def bos_note(backend: Backend, add_bos: bool) -> str | None:
@@ -401,6 +474,7 @@ def _model_record(backend: Backend, tokenizer, given: dict | None) -> tuple[dict
             "fingerprint": fp,
             "revision_requested": None,
             "trust_remote_code": None,
+            "model_args": None,
             "cache": {"status": "not-loaded", "path": None},
             **info,
         }  # base-bench loaded nothing
@@ -431,18 +505,29 @@ STEPS_PER_EXCHANGE = 4  # batches each rank scores between two exchanges of resu
 
 
 def _score_all(
-    scorer, todo: list[Encoded], bs: int, device, ranks: Ranks, record, done: dict, progress: bool, total: int
-) -> tuple[int, float]:
-    """Score `todo` (longest first) in batches of `bs`, shared out between the ranks.
+    scorer,
+    todo: list[Encoded],
+    plan: Batching,
+    row_length: int,
+    device,
+    ranks: Ranks,
+    record,
+    done: dict,
+    progress: bool,
+    total: int,
+) -> tuple[Batching, float]:
+    """Score `todo` (longest first) in the passes `plan` cuts (rows packed up to `row_length`),
+    shared out between the ranks.
 
     The ranks work in rounds of STEPS_PER_EXCHANGE batches each and swap their results after each
     round; in a round every rank calls the model the same number of times (a rank short of batches
     runs the dummy), because under FSDP each forward is a collective. Exchanging after every batch
     would make every rank wait for the slowest batch of each step (about 10% on the bundled set for 2
     ranks, where the longest batch is a third longer than the next); over a round those differences
-    mostly cancel. When any rank runs out of memory, every rank halves the batch size and the
-    unfinished items are shared out again. Returns the batch size last used and the seconds this
-    rank spent in the exchanges (waiting for slower ranks included; 0 for one process)."""
+    mostly cancel. When any rank runs out of memory, every rank halves the batch size (or the token
+    budget) and the unfinished items are shared out again; it stops at one item per pass. Returns
+    the batching last used and the seconds this rank spent in the exchanges (waiting for slower
+    ranks included; 0 for one process)."""
     from tqdm import tqdm
 
     dummy = [todo[-1]] if todo and ranks.world > 1 else None  # keeps forward counts equal
@@ -457,7 +542,9 @@ def _score_all(
         disable=not progress,
     ) as bar:
         while remaining:
-            shares = share(make_batches(remaining, bs), ranks.world)
+            set_row_length(scorer, plan.row_capacity(row_length))
+            rows = getattr(scorer, "row_length", None)
+            shares = share(plan.cut(remaining, row_length), ranks.world, lambda b, rows=rows: batch_cost(b, rows))
             mine, steps = shares[ranks.rank], max(len(x) for x in shares)
             for start in range(0, steps, STEPS_PER_EXCHANGE):
                 status, message, results = "ok", "", []
@@ -495,21 +582,29 @@ def _score_all(
                         if ranks.world == 1
                         else f" on rank {next(r for r, x in enumerate(everyone) if x[0] == 'oom')}"
                     )
-                    if bs == 1:
-                        exc = ScoringError(f"out of accelerator memory{where} even at batch size 1")
+                    alone = any(st == "oom" and m == "1" for st, m, _ in everyone)  # a pass of one item
+                    if plan.items == 1 or (plan.tokens is not None and (alone or plan.tokens == 1)):
+                        least = "batch size 1" if plan.items is not None else "one item per pass"
+                        exc = ScoringError(f"out of accelerator memory{where} even at {least}")
                         exc.shared = not ranks.is_main
                         raise exc
-                    bs = max(1, bs // 2)
+                    plan = plan.halved()
                     if ranks.is_main:
-                        log.warning(f"out of accelerator memory{where}; batch size lowered to {bs}")
+                        lowered = (
+                            f"batch size lowered to {plan.items}"
+                            if plan.items is not None
+                            else f"tokens per pass lowered to {plan.tokens}"
+                        )
+                        log.warning(f"out of accelerator memory{where}; {lowered}")
                     break
             remaining = [e for e in remaining if e.id not in done]
-    return bs, wait_s
+    return plan, wait_s
 
 
 def _step(scorer, batch, dummy, device, ranks: Ranks) -> tuple[str, str, list]:
     """Score one batch: ("ok", "", [(id, [(logprob, n_tokens), ...]), ...]), ("oom", ...) or
-    ("error:<base-bench exception class>", message, []). With no batch, run `dummy` (if given) and keep nothing."""
+    ("error:<base-bench exception class>", message, []); "oom" comes with the number of items that ran
+    out of memory ("0" for the dummy). With no batch, run `dummy` (if given) and keep nothing."""
     try:
         scores = attempt(lambda: scorer(batch or dummy), device) if (batch or dummy) else []
     except BaseBenchError as exc:
@@ -520,7 +615,7 @@ def _step(scorer, batch, dummy, device, ranks: Ranks) -> tuple[str, str, list]:
         log.exception("scoring failed on this rank")
         return "error:ScoringError", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", []
     if scores is None:
-        return "oom", "out of accelerator memory", []
+        return "oom", str(len(batch)) if batch else "0", []  # how many items ran out of memory
     if not batch:
         return "ok", "", []
     for e, sc in zip(batch, scores):

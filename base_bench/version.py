@@ -1,3 +1,3 @@
 """The version of base-bench, as `base-bench --version`, report.json and the wheel give it."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -1,53 +1,171 @@
-"""Do the batched scorers reproduce the card-literal unbatched loop on the whole set?
+"""Do the batched scorers give the scores of one item at a time, at every batch setting, on the whole set?
 
-    python bench/exactness.py --model PATH_OR_GGUF [--data data/test.jsonl] [--batch-sizes 1 32]
+    python bench/exactness.py --model PATH_OR_GGUF [--data data/test.jsonl] [--dtype float32]
+        [--batch-sizes 8 32 350] [--batch-tokens 1024 4096 all] [--one-item-per-row 8]
+        [--plain-batch-sizes 8] [--loop]
 
-Scores every item with `score_reference` (one unpadded forward pass per choice), then with the
-packed and plain scorers at each batch size, and prints the largest |delta summed log-prob| against
-the loop, how many predictions differ, and the seconds each took (all in this one run).
+Loads the model in float32 on the CPU (a .gguf through base-bench's transformers path, dequantized),
+then scores every item with the packed scorer one item per pass (the baseline: a row of its own, no
+padding), and again at each `--batch-sizes` N (N items per pass, several per row where that feeds
+fewer positions) and each `--batch-tokens` N (rows packed first-fit-decreasing up to the longest item,
+passes of at most N positions; "all" is a budget that holds every item in one pass), exactly as the
+runner cuts them (engine/packing.py). `--one-item-per-row` adds batch sizes with each item in a row
+of its own (the layout before rows held several items), `--plain-batch-sizes` the plain
+one-row-per-choice scorer, `--loop` the card-literal loop (one unpadded forward per choice; slow).
+For each: the passes, the positions fed against those the items hold, seconds, the largest |delta
+summed log-prob| against the baseline (and the loop) and of the mean log-prob per token (what the
+card ranks by), the choice it is on, and how many predictions
+differ, all in this one run. `--dtype float64` casts the float32 weights to float64 (exactly), which
+separates float32 rounding from a layout that is wrong: the log-softmax is float32 either way.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from base_bench.backends.transformers import load_model
-from base_bench.backends.transformers_scorers import PackedScorer, PlainScorer, model_window, score_reference
-from base_bench.engine.scoring import encode_item, max_abs_diff, score_in_batches
-from base_bench.items.dataset import load_dataset_file
-from base_bench.items.records import pick
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from base_bench.backends.transformers import load_model  # noqa: E402
+from base_bench.backends.transformers_scorers import (  # noqa: E402
+    PackedScorer,
+    PlainScorer,
+    model_window,
+    score_reference,
+    sliding_window,
+)
+from base_bench.engine.packing import Batching, batch_cost, pack_rows  # noqa: E402
+from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, score_in_batches  # noqa: E402
+from base_bench.items.dataset import load_dataset_file  # noqa: E402
+from base_bench.items.records import pick  # noqa: E402
+
+
+def feed(encs, plan: Batching, rows: bool = True) -> tuple[int, int]:
+    """(passes, positions fed) as the packed scorer lays the passes of `plan` out (`rows` False:
+    one item per row)."""
+    order = [encs[i] for i in length_order(encs)]
+    row = order[0].packed_length
+    passes = plan.cut(order, row)
+    return len(passes), sum(batch_cost(b, plan.row_capacity(row) if rows else None) for b in passes)
+
+
+def worst(a, b) -> str:
+    """The choice where `a` and `b` differ most, and its summed log-prob in `b`."""
+    d, i, k = max(
+        (abs(x.logprob - y.logprob), i, k) for i, (p, q) in enumerate(zip(a, b)) for k, (x, y) in enumerate(zip(p, q))
+    )
+    return f"item {i} choice {k} ({b[i][k].logprob:.1f} over {b[i][k].n_tokens} tokens)" if d else "-"
+
+
+def max_mean_diff(a, b) -> float:
+    """The largest |delta| of a choice's mean log-prob per token, the number the card ranks by."""
+    return max(abs(x.mean - y.mean) for p, q in zip(a, b) for x, y in zip(p, q))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--data", default="data/test.jsonl")
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 350])
+    ap.add_argument("--batch-tokens", nargs="+", default=["1024", "4096", "all"])
+    ap.add_argument("--one-item-per-row", type=int, nargs="*", default=[], metavar="N")
+    ap.add_argument("--plain-batch-sizes", type=int, nargs="*", default=[])
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    ap.add_argument("--loop", action="store_true", help="also run the card-literal loop (slow)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    t = time.perf_counter()
     loaded = load_model(args.model, torch.device("cpu"), torch.float32)
+    load_s = time.perf_counter() - t
     model, tok = loaded.model, loaded.tokenizer
+    if args.dtype == "float64":
+        model.to(torch.float64)  # every float32 weight is a float64 exactly
     window = model_window(model, tok)
     encs = [encode_item(tok, it, window=window) for it in load_dataset_file(args.data).items]
-    t = time.perf_counter()
-    ref = [score_reference(model, e) for e in encs]
-    rows = [("reference loop", "-", time.perf_counter() - t, 0.0, 0)]
-    for cls in (PackedScorer, PlainScorer):
-        for bs in args.batch_sizes:
-            t = time.perf_counter()
-            got = score_in_batches(cls(model, 0), encs, bs)
-            dt = time.perf_counter() - t
-            flips = sum(pick(a) != pick(b) for a, b in zip(got, ref))
-            rows.append((cls.name, bs, dt, max_abs_diff(got, ref), flips))
-    print(f"{len(encs)} items, {args.model}, float32, {args.threads} threads")
-    print("| scorer | batch size | seconds | max abs delta vs loop | predictions changed |")
-    print("|---|---:|---:|---:|---:|")
-    for name, bs, dt, d, flips in rows:
-        print(f"| {name} | {bs} | {dt:.1f} | {d:.2e} | {flips} |")
+    held = sum(e.packed_length for e in encs)
+    longest = max(e.packed_length for e in encs)
+    all_at_once = len(pack_rows(encs, longest)) * longest
+
+    table = []
+
+    def run(name, setting, plan, scorer, rows=True, **how):
+        t = time.perf_counter()
+        if rows:
+            got = score_in_batches(scorer, encs, **how)
+        else:  # the same passes, each item in a row of its own
+            order = length_order(encs)
+            got = [None] * len(encs)
+            for s in range(0, len(order), how["batch_size"]):
+                idx = order[s : s + how["batch_size"]]
+                for i, sc in zip(idx, scorer([encs[i] for i in idx])):
+                    got[i] = sc
+        seconds = time.perf_counter() - t
+        passes, fed = feed(encs, plan, rows) if plan is not None else ("-", None)
+        table.append(dict(name=name, setting=setting, passes=passes, fed=fed, seconds=seconds, scores=got))
+        print(f"{name} {setting}: {seconds:.1f} s", flush=True)
+        return got
+
+    base = run("packed", "batch size 1", Batching(items=1), PackedScorer(model, 0), batch_size=1)
+    for bs in args.batch_sizes:
+        run("packed", f"batch size {bs}", Batching(items=bs), PackedScorer(model, 0), batch_size=bs)
+    for text in args.batch_tokens:
+        n = all_at_once if text == "all" else int(text)
+        setting = f"batch tokens {n}" + (" (all items in one pass)" if text == "all" else "")
+        run("packed", setting, Batching(tokens=n), PackedScorer(model, 0), batch_tokens=n)
+    for bs in args.one_item_per_row:
+        run(
+            "packed, one item per row",
+            f"batch size {bs}",
+            Batching(items=bs),
+            PackedScorer(model, 0),
+            False,
+            batch_size=bs,
+        )
+    for bs in args.plain_batch_sizes:
+        run("plain", f"batch size {bs}", None, PlainScorer(model, 0), batch_size=bs)
+    loop = None
+    if args.loop:
+        t = time.perf_counter()
+        loop = [score_reference(model, e) for e in encs]
+        table.append(
+            dict(
+                name="card-literal loop",
+                setting="-",
+                passes="-",
+                fed=None,
+                seconds=time.perf_counter() - t,
+                scores=loop,
+            )
+        )
+
+    win, kinds = sliding_window(model)
+    print(
+        f"{len(encs)} items, {Path(args.model).name}, {args.dtype} on the CPU, {args.threads} threads (loaded in {load_s:.0f} s); "
+        f"positions held {held}, longest item {longest}; sliding window: "
+        + (f"{win} ({', '.join(kinds) if kinds else 'every layer'})" if win else "none")
+        + f"; the furthest an item reaches: {max(len(e.context) + max(len(c) for c in e.continuations) - 1 for e in encs)}"
+    )
+    print()
+    head = "| scorer | setting | passes | positions fed | padding | seconds | max abs delta vs batch size 1 "
+    head += "| of the mean "
+    head += "| max abs delta vs loop " if loop else ""
+    print(head + "| where (vs batch size 1) | predictions ≠ batch size 1 |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if loop else "") + "---|---:|")
+    for r in table:
+        fed = f"{r['fed']}" if r["fed"] is not None else "n/a"
+        pad = f"{100 * (1 - held / r['fed']):.1f}%" if r["fed"] else "n/a"
+        flips = sum(pick(a) != pick(b) for a, b in zip(r["scores"], base))
+        cells = [r["name"], r["setting"], str(r["passes"]), fed, pad, f"{r['seconds']:.1f}"]
+        cells += [f"{max_abs_diff(r['scores'], base):.2e}", f"{max_mean_diff(r['scores'], base):.2e}"]
+        if loop:
+            cells.append(f"{max_abs_diff(r['scores'], loop):.2e}")
+        cells += [worst(r["scores"], base), str(flips)]
+        print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

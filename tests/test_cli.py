@@ -244,3 +244,204 @@ def test_benchmark_py_help_and_console_script(tmp_path):
         cwd=tmp_path,
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr and out.stderr.startswith("base-bench: error:")
+
+
+# -- --data bundled|hub|PATH: one data selector ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags, choice",
+    [
+        ([], "hub"),  # the card's command line: the official file
+        (["--data", "bundled"], "bundled"),
+        (["--data", "hub"], "hub"),
+        (["--data", "./hub"], Path("hub")),  # a folder named hub
+        (["--data", "my/test.jsonl"], Path("my/test.jsonl")),
+        (["--local-data", "."], Path(".")),  # the card's spelling of --data DIR
+        (["--local-data", "hub"], Path("hub")),  # a path, always
+    ],
+)
+def test_data_flags_name_one_choice(flags, choice):
+    from base_bench.commands.cli import build_parser
+    from base_bench.commands.cliargs import data_choice
+
+    got = data_choice(build_parser().parse_args(["--model", "m", *flags]), "hub")
+    assert got == choice and type(got) is type(choice)
+
+
+def test_data_and_local_data_together_are_refused_in_one_line(model_dir, data_dir, tmp_path, capsys):
+    assert run("--model", model_dir, "--data", data_dir, "--local-data", data_dir, "--out-dir", tmp_path / "x") == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "base-bench: error: give --data or --local-data, not both (--local-data DIR is another spelling of --data DIR)\n"
+    )
+    assert not (tmp_path / "x").exists()
+
+
+def test_data_bundled_is_scored_and_named_on_the_first_line(model_dir, tmp_path, capsys):
+    from base_bench.items.dataset import BUNDLED_SHA256, bundled_path
+
+    out = tmp_path / "b"
+    assert run("--model", model_dir, "--data", "bundled", "--limit", 4, "--out-dir", out, "--device", "cpu") == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first == (
+        "data: the bundled set (base-bench's own items; its Elo is not comparable with official results): "
+        f"{bundled_path()}, SHA-256 {BUNDLED_SHA256[:12]}…"
+    )
+    rep = json.loads((out / "report.json").read_text())
+    assert (rep["data"]["source"], rep["data"]["kind"], rep["data"]["sha256"]) == ("bundled", "bundled", BUNDLED_SHA256)
+
+
+def test_data_path_is_what_local_data_reads(model_dir, data_dir, tmp_path, capsys):
+    reps = []
+    for flag in ("--data", "--local-data"):
+        out = tmp_path / flag.strip("-")
+        assert run("--model", model_dir, flag, data_dir, "--limit", 4, "--out-dir", out, "--device", "cpu") == 0
+        assert capsys.readouterr().err.splitlines()[0].startswith("data: modified or unknown data (")
+        reps.append(json.loads((out / "report.json").read_text()))
+    assert reps[0]["data"] == reps[1]["data"] and reps[0]["data"]["source"] == "local"
+    assert reps[0]["results"] == reps[1]["results"]
+
+
+def test_the_first_line_of_a_run_names_its_data(model_dir, tmp_path):
+    """stdout and stderr together, as a terminal shows them: the data line comes before anything else."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmark.py"), "--model", model_dir, "--data", "bundled", "--limit", "2"]
+        + ["--device", "cpu", "--out-dir", str(tmp_path / "r")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stdout[-2000:]
+    assert out.stdout.splitlines()[0].startswith("data: the bundled set ("), out.stdout[:500]
+
+
+# -- --model-arg KEY=VALUE ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, pair",
+    [
+        ("attn_implementation=eager", ("attn_implementation", "eager")),
+        ("low_cpu_mem_usage=true", ("low_cpu_mem_usage", True)),
+        ("n=2", ("n", 2)),
+        ("x=0.5", ("x", 0.5)),
+        ("x=null", ("x", None)),
+        ("x=[1, 2]", ("x", [1, 2])),
+        ('rope_scaling={"type": "linear", "factor": 2.0}', ("rope_scaling", {"type": "linear", "factor": 2.0})),
+        ('x="2"', ("x", "2")),  # quoted JSON: the string, not the number
+        ("x=", ("x", "")),
+        ("x=a=b", ("x", "a=b")),  # the first "=" splits
+        ("time=04:00:00", ("time", "04:00:00")),
+        ("x=NaN", ("x", "NaN")),  # not JSON: text
+        ("x=Infinity", ("x", "Infinity")),
+    ],
+)
+def test_key_value_arg_reads_json_else_text(text, pair):
+    from base_bench.commands.cliargs import key_value_arg
+
+    assert key_value_arg("--model-arg")(text) == pair
+
+
+@pytest.mark.parametrize("text", ["attn_implementation", "=eager", "1x=2", "a-b=1", " a=1", "a.b=1"])
+def test_key_value_arg_refuses_what_is_not_key_value(text):
+    import argparse
+
+    from base_bench.commands.cliargs import key_value_arg
+
+    with pytest.raises(argparse.ArgumentTypeError, match="^--vllm-arg takes KEY=VALUE with KEY a Python identifier"):
+        key_value_arg("--vllm-arg")(text)
+
+
+def test_key_values_refuses_a_key_given_twice_without_showing_the_values():
+    from base_bench.commands.cliargs import key_values
+    from base_bench.errors import UsageError
+
+    assert key_values([("a", 1), ("b", "x")], "--model-arg") == {"a": 1, "b": "x"}
+    with pytest.raises(UsageError) as ei:
+        key_values([("quantization_config", {"secret": 1}), ("quantization_config", "s3cr3t")], "--model-arg")
+    assert str(ei.value) == "--model-arg quantization_config=... is given twice; give it once"
+
+
+SECRET = "hf_MODELARGsecret0000000000000000000"
+
+
+@pytest.mark.parametrize(
+    "arg, instead",
+    [
+        ("dtype=float16", "--dtype"),
+        ("torch_dtype=bfloat16", "--dtype"),
+        ("device_map=auto", "--device-map (or --device)"),
+        ("max_memory={}", "--max-memory"),
+        ("offload_folder=/tmp/x", "--offload-folder"),
+        ("revision=main", "--revision"),
+        ("trust_remote_code=true", "--trust-remote-code"),
+        ("gguf_file=x.gguf", "--gguf-file"),
+        (f"token={SECRET}", "HF_TOKEN or `hf auth login`"),
+        ("local_files_only=true", "HF_HUB_OFFLINE=1"),
+    ],
+)
+def test_a_model_arg_base_bench_sets_itself_is_refused_naming_the_flag(
+    model_dir, data_dir, tmp_path, capsys, arg, instead
+):
+    key = arg.partition("=")[0]
+    assert run("--model", model_dir, "--local-data", data_dir, "--out-dir", tmp_path / "x", "--model-arg", arg) == 2
+    err = capsys.readouterr().err
+    assert err == f"base-bench: error: --model-arg {key}: base-bench sets {key} itself; use {instead} instead\n"
+    assert SECRET not in err and not (tmp_path / "x").exists()
+
+
+def test_model_arg_is_refused_by_the_llama_cpp_backend(data_dir, tmp_path, capsys):
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")  # never read: the flags are refused first
+    args = ["--backend", "llama.cpp", "--model", gguf, "--local-data", data_dir, "--out-dir", tmp_path / "x"]
+    assert run(*args, "--model-arg", "n_ctx=4096") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--model-arg passes keyword arguments to transformers' from_pretrained" in err
+    assert "--backend llama.cpp loads the GGUF with fixed settings" in err and not (tmp_path / "x").exists()
+
+
+def test_model_arg_attn_implementation_reaches_the_model_and_eager_equals_sdpa(model_dir, data_dir, tmp_path):
+    """The plumbing on CPU: the attention kernel changes, the scores (mean token log-probs, what the
+    card ranks by) do not, within 1e-5 nats; the summed log-probs (some 170 nats) differ by float32
+    rounding, up to about 1.2e-5."""
+    reps = {}
+    for impl in ("eager", "sdpa"):
+        out = tmp_path / impl
+        flags = ["--local-data", data_dir, "--out-dir", out, "--device", "cpu", "--limit", 40]
+        assert run("--model", model_dir, *flags, "--model-arg", f"attn_implementation={impl}") == 0
+        reps[impl] = rep = json.loads((out / "report.json").read_text())
+        model = rep["config"]["model"]
+        assert model["model_args"] == {"attn_implementation": impl} and model["attn_implementation"] == impl
+        sig = json.loads((out / "run_config.json").read_text())["signature"]
+        assert sig["model"]["model_args"] == {"attn_implementation": impl}
+    pairs = [
+        (a["mean_logprob"], b["mean_logprob"])
+        for x, y in zip(reps["eager"]["items"], reps["sdpa"]["items"])
+        for a, b in zip(x["choices"], y["choices"])
+    ]
+    assert len(pairs) == 160 and max(abs(a - b) for a, b in pairs) < 1e-5
+    assert [i["prediction"] for i in reps["eager"]["items"]] == [i["prediction"] for i in reps["sdpa"]["items"]]
+
+
+def test_resume_is_refused_when_the_model_args_differ(model_dir, data_dir, tmp_path, capsys):
+    out = tmp_path / "r"
+    flags = ["--model", model_dir, "--local-data", data_dir, "--out-dir", out, "--device", "cpu"]
+    assert run(*flags, "--limit", 4, "--model-arg", "attn_implementation=eager") == 0
+    before = snapshot(out)
+    capsys.readouterr()
+    assert run(*flags, "--resume", "--model-arg", "attn_implementation=sdpa") == 2
+    assert "model.model_args.attn_implementation: run has 'eager', now 'sdpa'" in capsys.readouterr().err
+    assert run(*flags, "--resume") == 2
+    assert "model.model_args.attn_implementation: run has 'eager', now None" in capsys.readouterr().err
+    assert snapshot(out) == before
+    assert run(*flags, "--resume", "--limit", 8, "--model-arg", "attn_implementation=eager") == 0
+
+
+def test_no_model_arg_leaves_the_signature_as_older_runs_have_it(full_run):
+    """Runs started before --model-arg existed resume: without it the model's identity is unchanged."""
+    sig = json.loads((full_run / "run_config.json").read_text())["signature"]
+    assert set(sig["model"]) == {"kind", "fingerprint", "fingerprint_scheme"}
+    rep = json.loads((full_run / "report.json").read_text())
+    assert rep["config"]["model"]["model_args"] == {}

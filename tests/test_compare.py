@@ -5,6 +5,7 @@ right/wrong outcomes; test_leaderboard.py uses them too.
 """
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from base_bench.commands.cli import main
-from base_bench.commands.compare import build_comparison, load_report, render_markdown, verdict
+from base_bench.commands.compare import build_comparison, load_report, render_markdown, summary_lines, verdict
 from base_bench.items import card
 from base_bench.results import elo
 
@@ -217,12 +218,34 @@ def test_large_difference_is_decisive(tmp_path):
 def test_verdict_wording():
     t = verdict(23.2, [-12.4, 58.3], 0.41, 350)
     assert t["text"] == (
-        "B is higher by 23 Elo (95% CI −12 to 58); the interval includes 0 and McNemar p = 0.41, "
+        "B is higher by 23 Elo (B − A = 23.2, 95% CI −12 to 58); the interval includes 0 and McNemar p = 0.41, "
         "so this difference is not decisive on 350 items."
     )
-    assert verdict(-30, [-60, -5], 0.01, 350)["text"].startswith("A is higher by 30 Elo (95% CI 5 to 60)")
+    # A higher: the interval is still that of B − A, as in the table above the verdict, not turned round
+    assert verdict(-30, [-60, -5], 0.01, 350)["text"].startswith(
+        "A is higher by 30 Elo (B − A = −30.0, 95% CI −60 to −5)"
+    )
     assert verdict(30, [5, 60], 0.2, 350)["level"] == "borderline"
     assert verdict(30, [-5, 60], 0.02, 350)["level"] == "borderline"
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_verdict_states_the_interval_of_b_minus_a_as_the_table_does(tmp_path, flip):
+    """Every interval the command prints, in the summary, the category table and the verdict, is
+    one of B − A: the verdict quotes the overall line's difference and interval as they stand."""
+    a = write_run(tmp_path, "a", make_report(ids_where(lambda i: i % 3 == 0)))
+    b = write_run(tmp_path, "b", make_report(ids_where(lambda i: i % 3 != 2)))
+    cmp = build_comparison(*(load_report(p) for p in ((b, a) if flip else (a, b))), resamples=200, seed=1)
+    lo, hi = cmp["overall"]["ci95"]
+    assert (cmp["overall"]["diff"] < 0) == flip
+    overall = next(line for line in summary_lines(cmp) if line.startswith("Overall Elo"))
+    m = re.search(r"B − A (\S+)  95% CI \[(\S+), (\S+)\]", overall)
+    stated = re.search(r"\(B − A = (\S+), 95% CI (\S+) to (\S+)\)", cmp["verdict"]["text"])
+    assert m and stated, (overall, cmp["verdict"]["text"])
+    assert stated.groups() == m.groups()
+    assert float(stated.group(2).replace("−", "-")) == pytest.approx(lo, abs=0.5)
+    assert float(stated.group(3).replace("−", "-")) == pytest.approx(hi, abs=0.5)
+    assert "B − A" in render_markdown(cmp).split("## Overall")[1].splitlines()[2]
 
 
 def snapshot(*paths):

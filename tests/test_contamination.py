@@ -284,6 +284,31 @@ def test_a_bad_file_stops_the_scan_with_one_line_naming_it(case, tmp_path, capsy
     assert not (tmp_path / "out" / "contamination.json").exists()
 
 
+def test_scan_takes_data_bundled_and_names_it_first(tmp_path, capsys, good):
+    """--data bundled is the set in the package (no checkout needed), said on the first line; giving
+    --data and --local-data together is refused in one line."""
+    from base_bench.items.dataset import BUNDLED_SHA256
+
+    code, cap = _run_cli([good, "--data", "bundled", "--out-dir", tmp_path / "out"], capsys)
+    assert code == 0 and cap.out.splitlines()[0].startswith("data: the bundled set (")
+    rep = json.loads((tmp_path / "out" / "contamination.json").read_text())
+    assert (rep["data"]["source"], rep["data"]["sha256"]) == ("bundled", BUNDLED_SHA256)
+    assert rep["totals"]["dirty"] == 1
+    code, cap = _run_cli([good, "--data", "bundled", "--local-data", ROOT, "--out-dir", tmp_path / "o2"], capsys)
+    assert code == 2 and cap.err == (
+        "base-bench: error: give --data or --local-data, not both (--local-data DIR is another spelling of --data DIR)\n"
+    )
+    assert not (tmp_path / "o2").exists()
+
+
+def test_executor_options_are_read_as_the_run_reads_model_args(capsys, good, tmp_path):
+    code, cap = _run_cli([good, "--data", "bundled", "--out", tmp_path / "o", "--executor-option", "cpus=2=3"], capsys)
+    assert code == 2 and "--executor-option cpus: " in cap.err  # "2=3" is text, and the key is checked
+    with pytest.raises(SystemExit) as ei:
+        _run_cli([good, "--data", "bundled", "--out", tmp_path / "o", "--executor-option", "partition"], capsys)
+    assert ei.value.code == 2 and "--executor-option takes KEY=VALUE" in capsys.readouterr().err
+
+
 def test_missing_path_and_existing_output_are_refused_before_any_work(tmp_path, capsys, good):
     code, cap = _run_cli([good, tmp_path / "nope", "--local-data", ROOT, "--out-dir", tmp_path / "o"], capsys)
     assert code == 2 and cap.err == f"base-bench: error: {tmp_path / 'nope'}: no such file or directory\n"

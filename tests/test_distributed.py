@@ -266,18 +266,37 @@ def test_two_nodes_without_a_shared_disk(setup, reference, tmp_path):
     assert "Overall Elo" in outs[0][0] and "Overall Elo" not in outs[1][0]  # rank 0 (node 0) speaks
 
 
-def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_path):
-    out = tmp_path / "oom-some"
-    p = torchrun(
-        2,
-        flags(setup, out, "--batch-size", 8),
-        script=ROOT / "tests" / "rankrun.py",
-        env={"RANKRUN_FAULT": "oom-above:2"},
-    )
+def run_with_fault(setup, out, extra, env) -> tuple[subprocess.CompletedProcess, dict]:
+    """2 ranks of tests/rankrun.py with `extra` flags and a fault; it must finish. (process, report)"""
+    p = torchrun(2, flags(setup, out, *extra), script=ROOT / "tests" / "rankrun.py", env=env)
     assert p.returncode == 0, p.stderr[-3000:]
+    return p, report(out)
+
+
+def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_path):
+    # more than 3 items: the start-up check (3 items) fits, batches of 8 and 4 do not
+    p, rep = run_with_fault(setup, tmp_path / "oom-some", ["--batch-size", 8], {"RANKRUN_FAULT": "oom-above:3"})
     assert "on rank 1; batch size lowered to 4" in p.stderr and "batch size lowered to 2" in p.stderr
-    rep = report(out)
     assert rep["config"]["batch_size_used"] == 2
+    assert_same(reference, rep)
+
+
+def test_token_budget_search_and_back_off_agree_on_every_rank(setup, reference, tmp_path):
+    """`--batch-size auto` on a GPU searches the token budget; rank 1 has less memory than rank 0,
+    so every rank takes the budget rank 1 allows. Then `--batch-tokens` larger than rank 1 allows:
+    every rank halves the budget until rank 1's passes fit."""
+    fault = {"RANKRUN_FAULT": "oom-fed-above:900"}
+    p, rep = run_with_fault(setup, tmp_path / "auto", ["--batch-size", "auto"], {**fault, "RANKRUN_AS_GPU": "1"})
+    cfg = rep["config"]
+    assert cfg["batch_size"] == "auto" and cfg["batch_size_used"] is None
+    assert 0 < cfg["batch_tokens_used"] <= 900 < cfg["batch_tokens_used"] + cfg["row_length"]
+    assert f"--batch-size auto: {cfg['batch_tokens_used']} tokens per pass" in p.stderr
+    assert "lowered" not in p.stderr  # the search found what fits on both ranks
+    assert_same(reference, rep)
+
+    p, rep = run_with_fault(setup, tmp_path / "halved", ["--batch-tokens", 3000], fault)
+    assert "on rank 1; tokens per pass lowered to 1500" in p.stderr and "lowered to 750" in p.stderr
+    assert rep["config"]["batch_tokens"] == 3000 and rep["config"]["batch_tokens_used"] == 750
     assert_same(reference, rep)
 
 
@@ -310,7 +329,7 @@ def ours_in_traceback(p) -> bool:
     "fault, message",
     [
         ("oom-after:1", "out of accelerator memory on rank 1 even at batch size 1"),
-        ("oom", "out of accelerator memory while checking packing on 2 items; try a smaller dtype or another device"),
+        ("oom", "out of accelerator memory while checking packing on 3 items; try a smaller dtype or another device"),
     ],
 )
 def test_oom_at_batch_size_1_stops_every_rank(setup, tmp_path, fault, message):

@@ -4,8 +4,10 @@ front page (at most 250 lines, a link to every docs page), its test command is w
 the pages that document the flags and the cache list them all. Fast: nothing is run here
 (tests/test_readme.py runs the examples)."""
 
+import json
 import re
 import shlex
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -165,7 +167,8 @@ def ci_steps(text: str) -> list[str]:
         for step in line.split(" && "):
             words = shlex.split(step)
             cmd = words[1:] if words and words[0].startswith("CMAKE_ARGS=") else words  # an env setting first
-            if cmd[:2] == ["pip", "install"] or cmd[:4] == ["python", "-m", "pip", "install"]:
+            pip = cmd[:1] and cmd[0].rsplit("/", 1)[-1] == "pip"  # pip, or a venv's: .venv-vllm/bin/pip
+            if (pip and cmd[1:2] in (["install"], ["uninstall"])) or cmd[:4] == ["python", "-m", "pip", "install"]:
                 words = [w for w in words if w != "-q"]
             steps.append(shlex.join(words))
     return steps
@@ -199,10 +202,302 @@ def test_changelog_names_the_scoring_version_of_each_release():
 
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     releases = re.split(r"^## ", text, flags=re.M)[1:]
-    assert releases and releases[0].startswith("Unreleased")
     from base_bench import __version__
 
-    assert any(r.startswith(__version__) for r in releases), f"no entry for {__version__}"
+    assert releases and releases[0].startswith(__version__), f"the newest entry is not {__version__}"
     for r in releases:
         assert "Scoring version:" in r, f"the entry {r.splitlines()[0]!r} does not say its scoring version"
-    assert SCORING_VERSION in releases[0], "the Unreleased entry must name the current SCORING_VERSION"
+    assert SCORING_VERSION in releases[0], "the newest entry must name the current SCORING_VERSION"
+
+
+# ---------------------------------------------------------------- the docs speak of the project only
+
+# Notes about how the work on base-bench was organised, which a reader cannot act on: work-item
+# numbers, which machine a work session had, a tool's status line. Where something is not measured,
+# a page says so and names the script that measures it ("not yet measured on a GPU;
+# `bench/gpu_check.py` measures it").
+WORK_NOTES = [
+    (r"\bissues? #?\d+", "a work-item number"),
+    (r"\bthe issue\b|\bthe [\w.-]+(?: [\w.-]+)? issue\b|\bthis issue\b", "a work item ('the speed issue')"),
+    (r"\bwork items?\b|\bstop #?\d+\b", "a work item or a numbered stop"),
+    (
+        r"\bthis session\b|\bthis task (?:was|had|did|wrote)\b|\ba session\b"
+        r"|\b(?:session|task)s? (?:that|which) (?:wrote|was|were|had)\b",
+        "a work session",
+    ),
+    (r"\bother helpers?\b|\bhelpers? (?:session|wrote|did|work)|\bthe lead\b", "who did the work"),
+    (
+        r"\b(?:was|were|is|not) (?:not )?lent\b|\blends?\b(?: no)? device|\bdevice (?:tool|machine)\b",
+        "which machine was lent",
+    ),
+    (r"can_start_another|through the draw|\bworkplace\b|budget_left_s|`device` tool", "a tool's status line"),
+]
+
+
+def work_notes(text: str) -> list[tuple[int, str, str]]:
+    """(line, what, the matched words) for every work note in `text`."""
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        for pattern, what in WORK_NOTES:
+            found += [(n, what, m.group(0)) for m in re.finditer(pattern, line, flags=re.I)]
+    return found
+
+
+def markdown_pages() -> list[Path]:
+    """Every Markdown file of the repository (not of a virtual environment, a build or a run)."""
+    skip = {"runs", "build", "dist", "node_modules", "leaderboard"}
+    return sorted(
+        p
+        for p in ROOT.rglob("*.md")
+        if not any(
+            part.startswith(".") or part in skip or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts
+        )
+    )
+
+
+def python_texts() -> list[tuple[str, int, str]]:
+    """(file, line, text) of every string literal in the package, bench/, tools/ and benchmark.py:
+    docstrings, --help texts and messages, all of which a user reads."""
+    import ast
+
+    files = [ROOT / "benchmark.py", *sorted(ROOT.glob("base_bench/**/*.py")), *sorted(ROOT.glob("bench/*.py"))]
+    files += sorted(ROOT.glob("tools/*.py"))
+    out = []
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                out.append((rel(f), node.lineno, node.value))
+    return out
+
+
+def test_work_notes_are_recognised(tmp_path):
+    planted = tmp_path / "planted.md"
+    planted.write_text(
+        "# The llama.cpp backend (issue 14)\n\n"
+        "GPU: not measured. This task was not lent the GPU device (the `device` tool's `status` said\n"
+        '`can_start_another: false` and "this workplace lends no device machine through the draw").\n'
+        "Targets from the speed issue, as stop 3 of this session found; other helpers and the lead agree.\n"
+        "Not yet measured on a GPU; `bench/gpu_check.py` is the script that will measure it.\n"
+        "The callback logs once per training step; `timing.items_scored_this_session` counts items; on this task\n"
+        "lm-eval's acc_norm is close; a helper function.\n"
+    )
+    found = work_notes(planted.read_text())
+    assert {n for n, _, _ in found} == {1, 3, 4, 5}, found  # the user-facing lines 6 to 8 pass
+    words = {w.lower() for _, _, w in found}
+    assert {"issue 14", "this task was", "was not lent", "can_start_another", "the speed issue", "stop 3"} <= words
+    assert {"this session", "other helpers", "the lead", "workplace", "`device` tool"} <= words
+
+
+@pytest.mark.parametrize("page", [rel(p) for p in markdown_pages()])
+def test_pages_speak_only_of_the_project(page):
+    found = work_notes((ROOT / page).read_text(encoding="utf-8"))
+    assert not found, "\n".join(f"{page}:{n}: {what}: {words!r}" for n, what, words in found)
+
+
+def test_docstrings_and_help_texts_speak_only_of_the_project():
+    found = [f"{f}:{n + k - 1}: {what}: {w!r}" for f, n, text in python_texts() for k, what, w in work_notes(text)]
+    assert not found, "\n".join(found)
+
+
+def test_every_markdown_page_is_checked():
+    names = {rel(p) for p in markdown_pages()}
+    assert {"README.md", "bench/RESULTS.md", "data/README.md", "CHANGELOG.md", "docs/index.md"} <= names
+    assert "tools/AUTHORING_BRIEF.md" in names and not any(n.startswith(".venv") for n in names)
+
+
+# ---------------------------------------------------------------- the card's facts on docs/data.md
+
+
+def md_tables(text: str) -> list[list[list[str]]]:
+    """The Markdown tables of `text`: each a list of rows (the header first, no separator row), each
+    row a list of its cells, stripped."""
+    tables, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(re.fullmatch(r":?-+:?", c) for c in cells):
+                current.append(cells)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def card_problems(text: str) -> list[str]:
+    """Where the text of docs/data.md's "The card" section differs from base_bench/items/card.py."""
+    from base_bench.engine.runstore import RUN_FILES
+    from base_bench.items import card
+
+    problems = []
+    tables = md_tables(text)
+    composition = next((t for t in tables if t[0][0] == "category"), None)
+    want = [
+        [c, str(card.ITEMS_PER_CATEGORY), f"{w:.2f}", *(str(elo[d]) for d in ("easy", "medium", "hard"))]
+        for c, (w, elo) in card.CATEGORIES.items()
+    ]
+    if composition is None or composition[1:] != want:
+        problems.append(f"composition table: {composition and composition[1:]} != {want}")
+    difficulty = next((t for t in tables if t[0][0] == "difficulty"), None)
+    want = [[d, str(card.DIFFICULTY_COUNTS[d]), f"{w:.2f}"] for d, w in card.DIFFICULTY_WEIGHTS.items()]
+    if difficulty is None or difficulty[1:] != want:
+        problems.append(f"difficulty table: {difficulty and difficulty[1:]} != {want}")
+    weights = [w * dw for w, _ in card.CATEGORIES.values() for dw in card.DIFFICULTY_WEIGHTS.values()]
+    *first, last = (str(n) for n in card.LABEL_COUNTS)
+    facts = {
+        "total": f"{card.TOTAL_ITEMS} items in seven categories of {card.ITEMS_PER_CATEGORY}",
+        "point weights": f"from {min(weights):.2f} (an easy language\ncompletion item) to {max(weights):.2f}",
+        "positions": f"{', '.join(first)} and {last} items",
+        "chance": f"chance is {100 / card.N_CHOICES:.0f}%",
+        "prior_rating": f"`prior_rating = {card.PRIOR_RATING:g}`",
+        "prior_weight": f"`prior_weight = {card.PRIOR_WEIGHT:g}`",
+        "elo_scale": f"`elo_scale = {card.ELO_SCALE:g}`",
+        "expected": f"`expected(R, e) = 1 / (1 + 10^((e − R) / {card.ELO_SCALE:g}))`",
+        "prior": f"a prior of {'four' if card.PRIOR_WEIGHT == 4 else card.PRIOR_WEIGHT} games at {card.PRIOR_RATING:g}",
+        "sha": f"`{card.OFFICIAL_SHA256}`",
+        "card": f"<https://huggingface.co/datasets/{card.HUB_DATASET}>",
+        "tokenize": "`add_special_tokens=False`",
+        **{f"file {f}": f"`{f}`" for f in RUN_FILES},
+    }
+    flat = " ".join(text.split())
+    problems += [f"{name}: {words!r} not found" for name, words in facts.items() if " ".join(words.split()) not in flat]
+    if sum(card.DIFFICULTY_COUNTS.values()) != card.TOTAL_ITEMS:
+        problems.append("card.py's difficulty counts do not add up to its total")
+    return problems
+
+
+def test_the_card_facts_on_the_data_page_are_card_py():
+    assert card_problems(section(DOCS / "data.md", "The card")) == []
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("| logical_reasoning | 50 | 1.35 |", "| logical_reasoning | 50 | 1.30 |"),
+        ("| hard | 116 | 2.25 |", "| hard | 116 | 2.5 |"),
+        ("88, 88, 87 and 87", "88, 87, 88 and 87"),
+        ("`prior_weight = 4`", "`prior_weight = 2`"),
+        ("2f563bb46df778ca", "2f563bb46df778cb"),
+        ("`run_config.json`", "`run_config.yaml`"),
+    ],
+)
+def test_a_card_fact_that_drifts_is_caught(old, new):
+    text = section(DOCS / "data.md", "The card")
+    assert old in text
+    assert card_problems(text.replace(old, new))
+
+
+def test_the_record_format_is_the_schema():
+    from base_bench.items.dataset import FIELDS
+
+    page = DOCS / "data.md"
+    example = next(b for b in code_blocks(page) if b.lang == "json")
+    assert list(json.loads(example.code)) == list(FIELDS)
+    table = md_tables(section(page, "The record format"))[0]
+    listed = {name.strip("`") for row in table[1:] for name in row[0].split(", ")}
+    assert listed == set(FIELDS)
+
+
+# ---------------------------------------------------------------- pages quote what the bench scripts wrote
+
+EXAMPLES = DOCS / "examples"
+
+
+def bench_module(name: str):
+    """A bench/ script as a module (they import nothing heavy at the top)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def blocks_of(page: Path) -> list[str]:
+    return [b.code for b in code_blocks(page) if b.lang in TEXT_LANGS]
+
+
+def test_the_readme_output_is_what_command_1_printed():
+    printed = (EXAMPLES / "smollm2-fp32.txt").read_text(encoding="utf-8")
+    assert printed in blocks_of(README), "README's output of command 1 is not docs/examples/smollm2-fp32.txt"
+    # the Elo page quotes its summary lines, up to the legend
+    summary = printed[: printed.index("(± = ")] + printed[printed.index("(± = ") :].split("\n", 1)[0] + "\n"
+    assert summary in blocks_of(DOCS / "elo.md")
+    runs = json.loads((ROOT / "bench" / "readme_runs.json").read_text())
+    assert runs["runs"][0]["printed"] == printed and runs["runs"][0]["name"] == "smollm2-fp32"
+    assert "wrote runs/smollm2-fp32/report.json" in printed and runs["limit"] is None
+
+
+def test_the_gemma_example_is_what_its_run_printed():
+    printed = (EXAMPLES / "gemma3-270m.txt").read_text(encoding="utf-8")
+    assert printed in blocks_of(DOCS / "usage.md")
+    runs = {r["name"]: r for r in json.loads((ROOT / "bench" / "readme_runs.json").read_text())["runs"]}
+    assert runs["gemma3-270m"]["printed"] == printed
+    assert printed.split(";")[0] in README.read_text(encoding="utf-8"), "README quotes another Gemma result"
+    (bos_note,) = [n for n in runs["gemma3-270m"]["notes"] if "BOS" in n]
+    assert any(bos_note in b for b in blocks_of(DOCS / "usage.md")), "usage.md does not quote Gemma's BOS note"
+
+
+def test_results_holds_the_table_readme_runs_wrote():
+    readme_runs = bench_module("readme_runs")
+    data = json.loads((ROOT / "bench" / "readme_runs.json").read_text())
+    assert readme_runs.render_table(data) in (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    names = [r["name"] for r in data["runs"]]
+    assert names == ["smollm2-fp32", "smollm2-addbos", "gemma3-270m"] and not data["limit"]
+    assert [r["cache"] for r in data["runs"]] == ["written", "hit", "written"]
+
+
+def test_the_compare_example_is_what_the_command_makes_of_its_json():
+    from base_bench.commands.compare import render_markdown, summary_lines
+    from base_bench.items.dataset import BUNDLED_SHA256
+
+    cmp = json.loads((EXAMPLES / "compare-smollm2-bos.json").read_text(encoding="utf-8"))
+    printed = (EXAMPLES / "compare-smollm2-bos.txt").read_text(encoding="utf-8")
+    # today's compare code renders the stored comparison exactly as the files hold it
+    assert printed == "\n".join(summary_lines(cmp)) + "\nwrote cmp.json\nwrote cmp.md\n"
+    assert (EXAMPLES / "compare-smollm2-bos.md").read_text(encoding="utf-8") == render_markdown(cmp)
+    assert cmp["data_sha256"] == BUNDLED_SHA256 and cmp["n_items"] == 350
+    assert [cmp["a"]["report"], cmp["b"]["report"]] == [
+        "runs/smollm2-fp32/report.json",
+        "runs/smollm2-addbos/report.json",
+    ]
+    page = DOCS / "comparing.md"
+    assert printed in blocks_of(page), "docs/comparing.md does not quote docs/examples/compare-smollm2-bos.txt"
+    text = page.read_text(encoding="utf-8")
+    assert BUNDLED_SHA256[:12] in printed and "986fabb" not in text
+    # the reading under the example quotes only numbers the example holds
+    reading = text[text.index("Read it this way") :].split("\n\n")[0]
+    numbers = set(re.findall(r"(?<![\w.])[−-]?\d+(?:\.\d+)?", reading))
+    missing = [n for n in numbers if n not in printed]
+    assert not missing, f"numbers in the reading that the compare output does not hold: {missing}"
+
+
+def test_the_lm_eval_page_holds_what_lm_eval_side_measured():
+    lm_eval_side = bench_module("lm_eval_side")
+    data = json.loads((ROOT / "bench" / "lm_eval_side.json").read_text())
+    text = (DOCS / "lm-eval.md").read_text(encoding="utf-8")
+    assert lm_eval_side.render_table(data) in text
+    assert data["limit"] is None and data["comparison"]["n_items"] == 350
+    assert data["base_bench_report"] == "runs/smollm2-fp32/report.json"
+    # the task file on the page is the one the script ran (with the checkout's data path)
+    assert data["task_yaml"] in blocks_of(DOCS / "lm-eval.md")
+    assert f"lm-eval {data['lm_eval_version']}" in text
+    # the base-bench row is the README's run: the same accuracy as the report the README printed
+    printed = (EXAMPLES / "smollm2-fp32.txt").read_text(encoding="utf-8")
+    c = data["comparison"]
+    bb = c["rules"]["base_bench"]
+    assert f"{bb['correct']}/350 items" in printed
+    assert data["lm_eval_command"] in blocks_of(DOCS / "lm-eval.md")[1]
+    # the findings under the tables quote the JSON
+    ll, tok = c["ll_vs_base_bench_sum"], c["tokenization"]
+    said = [
+        f"median of {ll['median_abs']:.1e} nats and at most {ll['max_abs']:.1e}",
+        f"same continuation on {c['same_choice']['sum|lm_eval_acc']} of 350 items",
+        f"`acc` picks the shortest on {c['rules']['lm_eval_acc']['picks_shortest']} items",
+        f"the shortest on only {c['label_is_shortest']} ",
+        f"another continuation on {350 - c['same_choice']['base_bench|lm_eval_acc_norm']} of 350 items",
+        f"{tok['continuations_tokenized_differently']} of 1,400 continuations got other tokens",
+    ]
+    flat = " ".join(text.split())
+    assert [x for x in said if x not in flat] == []
+    assert not tok["tokenizer_adds_bos"] and "SmolLM2's does not" in flat

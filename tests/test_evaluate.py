@@ -111,6 +111,41 @@ def test_bundled_set_is_the_default_and_ships_in_the_package(tok):
     assert len(rep["items"]) == 5 and rep["results"]["uncertainty"]["n_items_in_data"] == 350
 
 
+def test_bundled_is_the_word_for_the_default_and_a_path_is_never_a_word(tok, tmp_path, monkeypatch):
+    model = tiny_model("llama", tok)
+    a = evaluate(model, tok, limit=3, progress=False)
+    b = evaluate(model, tok, "bundled", limit=3, progress=False)
+    assert a["data"] == b["data"] and a["items"] == b["items"] and b["data"]["source"] == "bundled"
+    # a folder that is named like a word is a path when it is given as a Path
+    write_dataset(tmp_path / "bundled")
+    monkeypatch.chdir(tmp_path)
+    c = evaluate(model, tok, Path("bundled"), limit=3, progress=False)
+    assert c["data"]["source"] == "local" and c["data"]["path"] == str(Path("bundled") / "data" / "test.jsonl")
+
+
+def test_the_first_line_names_the_data(tok, data_dir, capsys, caplog):
+    from base_bench.items.dataset import bundled_path
+
+    model = tiny_model("llama", tok)
+    # with progress: on stderr, before the bar
+    evaluate(model, tok, "bundled", limit=2)
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        "data: the bundled set (base-bench's own items; its Elo is not comparable with official results): "
+        f"{bundled_path()}, SHA-256 {BUNDLED_SHA256[:12]}…"
+    )
+    # without: a note of the base_bench logger (INFO), shown where notes are on (as the command line
+    # sets them, which an earlier test in this process may have done); said once either way
+    caplog.set_level("INFO", logger="base_bench")
+    rep = evaluate(model, tok, data_dir, limit=2, progress=False)
+    assert capsys.readouterr().err.count("data: ") <= 1
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("data: ")]
+    assert line == (
+        "data: modified or unknown data (neither the official nor the bundled checksum; not official): "
+        f"{data_dir / 'data' / 'test.jsonl'}, SHA-256 {rep['data']['sha256'][:12]}…"
+    )
+
+
 def test_data_file_and_directory_and_hub(tok, data_dir, monkeypatch):
     model = tiny_model("llama", tok)
     a = evaluate(model, tok, data_dir, limit=4, progress=False)
@@ -222,9 +257,40 @@ def test_out_dir_writes_the_four_files_and_resumes(tok, tmp_path):
 def test_same_numbers_at_every_batch_size(tok):
     model = tiny_model("gpt2", tok)
     base = evaluate(model, tok, limit=40, batch_size=1, progress=False)
-    for bs in (3, 8, 64, "auto"):
-        rep = evaluate(model, tok, limit=40, batch_size=bs, progress=False)
+    assert base["config"]["row_length"] > 0
+    for setting in ({"batch_size": bs} for bs in (3, 8, 64, "auto")):
+        rep = evaluate(model, tok, limit=40, progress=False, **setting)
         assert max_choice_delta(base, rep) < 1e-4 and rep["results"] == base["results"]
+    row = base["config"]["row_length"]  # the longest item's packed length
+    for tokens in (1, row, 3 * row + 1, 100_000):
+        rep = evaluate(model, tok, limit=40, batch_tokens=tokens, progress=False)
+        cfg = rep["config"]
+        assert (cfg["batch_size"], cfg["batch_tokens"], cfg["batch_tokens_used"]) == (None, tokens, tokens)
+        assert cfg["row_length"] == min(row, tokens)
+        assert max_choice_delta(base, rep) < 1e-4 and rep["results"] == base["results"]
+    default = evaluate(model, tok, limit=4, progress=False)["config"]
+    assert (default["batch_size"], default["batch_size_used"], default["batch_tokens"]) == (8, 8, None)
+
+
+def test_a_model_that_fails_the_packing_check_is_scored_plainly_with_a_note(tok, caplog):
+    """The check puts two items in one row: a model that gets one item a row right but not two
+    (it reads each later item's positions from its columns) falls back to the plain path."""
+    from test_scoring import ColumnPositions
+
+    bent = ColumnPositions(tiny_config("gpt2", len(tok)))
+    straight = tiny_model("gpt2", tok)
+    bent.load_state_dict(straight.state_dict())
+    bent.eval()
+    with caplog.at_level("WARNING", logger="base_bench"):
+        rep = evaluate(bent, tok, limit=12, batch_tokens=500, progress=False)
+    assert "does not reproduce the plain path with a packed 4D mask" in caplog.text
+    cfg = rep["config"]
+    assert cfg["scorer"] == "plain" and cfg["packing_check"]["ok"] is False
+    assert cfg["packing_check"]["max_abs_diff_vs_plain"] > 1e-3 and len(cfg["packing_check"]["checked_items"]) == 3
+    assert cfg["row_length"] is None  # the plain scorer packs no rows
+    ref = evaluate(straight, tok, limit=12, progress=False)
+    assert ref["config"]["scorer"] == "packed" and ref["config"]["packing_check"]["ok"] is True
+    assert max_choice_delta(ref, rep) < 1e-4 and rep["results"] == ref["results"]
 
 
 def test_any_dtype_is_scored_as_it_is(tok):
@@ -280,7 +346,7 @@ def not_causal(kind, tok):
     [
         ("missing data", DataError, "no such directory or data file"),
         ("schema", DataError, "field 'label' has type bool"),
-        ("not data", DataError, "data must be None"),
+        ("not data", DataError, "data must be 'bundled' (or None), 'hub', or a path; got int"),
         ("vocab", ModelError, "vocabulary has 100 entries; is this the model's own tokenizer?"),
         ("base", ModelError, "no language-model head; load it with AutoModelForCausalLM"),
         ("masked", ModelError, "is not a causal LM"),
@@ -289,6 +355,8 @@ def not_causal(kind, tok):
         ("tokenizer", ModelError, "tokenizer must be a transformers tokenizer"),
         ("limit", UsageError, "limit must be a whole number"),
         ("batch", UsageError, "batch_size must be"),
+        ("tokens", UsageError, "batch_tokens must be a whole number of 1 or more"),
+        ("both", UsageError, "give batch_size (items per pass) or batch_tokens (positions per pass), not both"),
     ],
 )
 def test_bad_input_raises_one_line_and_writes_nothing(case, error, fragment, tok, tmp_path):
@@ -312,6 +380,10 @@ def test_bad_input_raises_one_line_and_writes_nothing(case, error, fragment, tok
         kw = {"limit": 0}
     elif case == "batch":
         kw = {"batch_size": "big"}
+    elif case == "tokens":
+        kw = {"batch_tokens": 0}
+    elif case == "both":
+        kw = {"batch_size": 8, "batch_tokens": 4096}
     out = tmp_path / "out"
     with pytest.raises(error) as ei:
         evaluate(model, tokenizer, data, out_dir=out, progress=False, **kw)

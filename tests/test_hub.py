@@ -73,7 +73,7 @@ def test_prompt_only_on_a_terminal_and_last(env, tmp_path):
     assert len(prompts) == 1  # no prompt without a terminal
     assert fake.calls == [SECRET_SAVED]
     assert "refused (saved login: its account has not been granted access (403))" in str(ei.value)
-    assert "--local-data" in str(ei.value)
+    assert "--data bundled" in str(ei.value)
 
 
 def test_unreachable_hub_says_how_to_run_locally(env, tmp_path):
@@ -81,4 +81,4 @@ def test_unreachable_hub_says_how_to_run_locally(env, tmp_path):
     env.setattr(hub.huggingface_hub, "hf_hub_download", FakeDownload(tmp_path, offline=True))
     with pytest.raises(hub.HubError) as ei:
         hub.fetch_official_data(isatty=no_tty)
-    assert "cannot reach" in str(ei.value) and "--local-data" in str(ei.value)
+    assert "cannot reach" in str(ei.value) and "--data bundled" in str(ei.value)

@@ -14,6 +14,7 @@ default HfApi behind huggingface_hub.list_repo_files. Subprocess tests use HF_EN
 """
 
 import hashlib
+import importlib.util
 import io
 import json
 import logging
@@ -153,12 +154,14 @@ def corrupt_in_cache(cache: Path) -> list[str]:
     return bad
 
 
-def run_cli(tmp_path, endpoint, token, args, prefix=("benchmark.py",)) -> subprocess.CompletedProcess:
-    """A fresh process with HF_ENDPOINT, HF_HOME and HF_TOKEN set as a user would, no other HF_ setting."""
+def run_cli(tmp_path, endpoint, token, args, prefix=("benchmark.py",), extra_env=None) -> subprocess.CompletedProcess:
+    """A fresh process with HF_ENDPOINT, HF_HOME and HF_TOKEN set as a user would, no other HF_
+    setting but `extra_env`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "HUGGING_FACE_", "TRANSFORMERS_"))}
     env.update(
         HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"), HF_TOKEN=token, HF_HUB_VERBOSITY="debug"
     )  # huggingface_hub's debug log goes to stderr, checked for the token
+    env.update(extra_env or {})
     return subprocess.run(
         [sys.executable, *prefix, *map(str, args)],
         cwd=ROOT,
@@ -353,3 +356,182 @@ def test_official_run_over_http_when_served_bytes_match_the_patched_card_checksu
     fetched = {r.path.rsplit("/", 1)[1] for r in repo_requests(fake_hub) if r.method == "GET" and "/resolve/" in r.path}
     assert fetched == {"test.jsonl"} | (set(fake_hub.repos[("model", MODEL)].files) - {"pytorch_model.bin"})
     assert_secrets_kept(tmp_path, res.stdout, res.stderr)
+
+
+# -- a GGUF inside a Hub repo: --gguf-file ----------------------------------------------------------
+
+GGUF_REPO = "org/tiny-GGUF"
+
+
+@pytest.fixture(scope="module")
+def gguf_files(tmp_path_factory) -> dict[str, bytes]:
+    """A repo holding several quantisations, as GGUF repos do: the runner must fetch only the one asked."""
+    from tiny_gguf import write_tiny_gguf
+
+    d = tmp_path_factory.mktemp("gguf")
+    return {
+        "tiny.Q8_0.gguf": write_tiny_gguf(d / "a.gguf", seed=0, file_type=7).read_bytes(),
+        "tiny-other.Q8_0.gguf": write_tiny_gguf(d / "b.gguf", seed=1, file_type=7).read_bytes(),
+        "sub/tiny.F32.gguf": write_tiny_gguf(d / "c.gguf", seed=2, quantized=False, file_type=0).read_bytes(),
+        "README.md": b"# tiny GGUF\n",
+    }
+
+
+@pytest.fixture
+def gguf_hub(fake_hub, gguf_files):
+    fake_hub.add_repo(GGUF_REPO, gguf_files)
+    return fake_hub
+
+
+def gguf_gets(server: FakeHub) -> list[str]:
+    """The files of GGUF_REPO fetched with GET."""
+    prefix = f"/{GGUF_REPO}/resolve/"
+    return [r.path.split("/", 5)[5] for r in server.requests if r.method == "GET" and r.path.startswith(prefix)]
+
+
+def test_gguf_file_of_a_hub_repo_is_fetched_alone_and_named_by_its_content(gguf_hub, hf_home, tmp_path, gguf_files):
+    """transformers backend: only that file is downloaded, into the Hugging Face cache; it is then a
+    local .gguf (converted-model cache, content fingerprint), and the report records where it came from."""
+    from base_bench.backends.identity import fingerprint
+
+    local = tmp_path / "copy.gguf"
+    local.write_bytes(gguf_files["tiny.Q8_0.gguf"])
+    out = tmp_path / "run"
+    common = ["--data", "bundled", "--device", "cpu", "--out-dir", str(out)]
+    # the same file, local: 4 items ...
+    assert cli.main(["--model", str(local), "--limit", "4", *common]) == 0
+    # ... continued from the Hub repo: the same weights, so --resume accepts it
+    args = ["--model", GGUF_REPO, "--gguf-file", "tiny.Q8_0.gguf", "--limit", "8", "--resume", *common]
+    assert cli.main(args) == 0
+    assert gguf_gets(gguf_hub) == ["tiny.Q8_0.gguf"]
+    rep = json.loads((out / "report.json").read_text())
+    model, commit = rep["config"]["model"], gguf_hub.repos[("model", GGUF_REPO)].commit
+    assert model["hub"] == {"id": GGUF_REPO, "file": "tiny.Q8_0.gguf", "revision": commit}
+    assert (model["kind"], model["revision"], model["spec"]) == ("gguf", commit, GGUF_REPO)
+    assert model["path"] == str(hf_home / "hub" / "models--org--tiny-GGUF" / "snapshots" / commit / "tiny.Q8_0.gguf")
+    assert model["fingerprint"] == fingerprint(local) and model["cache"]["status"] == "hit"  # the local run's entry
+    assert rep["timing"]["items_scored_this_session"] == 4 and len(rep["items"]) == 8
+    # the default out-dir is named after the file, so two quantisations of one repo do not collide
+    assert cli.default_out_dir(GGUF_REPO, gguf_file="tiny.Q8_0.gguf") == Path("runs/tiny.q8_0-base-bench-1.1")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
+def test_gguf_file_of_a_hub_repo_under_llama_cpp_with_a_revision_and_a_subfolder(gguf_hub, tmp_path, capsys):
+    commit = gguf_hub.repos[("model", GGUF_REPO)].commit
+    out = tmp_path / "run"
+    args = ["--backend", "llama.cpp", "--model", GGUF_REPO, "--gguf-file", "sub/tiny.F32.gguf", "--revision", commit]
+    assert cli.main([*args, "--data", "bundled", "--limit", "4", "--out-dir", str(out)]) == 0
+    assert gguf_gets(gguf_hub) == ["sub/tiny.F32.gguf"]
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["config"]["backend"] == "llama.cpp" and rep["config"]["dtype"] == "F32"
+    assert rep["config"]["model"]["hub"] == {"id": GGUF_REPO, "file": "sub/tiny.F32.gguf", "revision": commit}
+    assert rep["config"]["model"]["revision_requested"] == commit
+    sig = json.loads((out / "run_config.json").read_text())["signature"]
+    assert sig["model"]["kind"] == "gguf" and sig["backend"] == "llama.cpp"
+
+
+@pytest.mark.parametrize(
+    "model, name, extra, message",
+    [
+        (
+            GGUF_REPO,
+            "tiny.Q4_K_M.gguf",
+            [],
+            f"model {GGUF_REPO} has no file tiny.Q4_K_M.gguf; its .gguf files: sub/tiny.F32.gguf, "
+            "tiny-other.Q8_0.gguf, tiny.Q8_0.gguf",
+        ),
+        (GGUF_REPO, "tiny.Q8_0.gguf", ["--revision", "v9"], f"model {GGUF_REPO} has no revision 'v9'"),
+        (GGUF_REPO, "README.md", [], "--gguf-file 'README.md': give a .gguf file of the repo"),
+        (GGUF_REPO, "../tiny.Q8_0.gguf", [], "--gguf-file '../tiny.Q8_0.gguf': give a path inside the repo"),
+        (GGUF_REPO, "/tiny.Q8_0.gguf", [], "--gguf-file '/tiny.Q8_0.gguf': give a path inside the repo"),
+        (GGUF_REPO, "sub//tiny.F32.gguf", [], "give a path inside the repo"),
+        ("LOCAL_DIR", "tiny.Q8_0.gguf", [], "--gguf-file picks a file inside a Hub repo, so --model must be"),
+        ("LOCAL_GGUF", "tiny.Q8_0.gguf", [], "--gguf-file picks a file inside a Hub repo, so --model must be"),
+        ("LOCAL_GGUF", "tiny.Q8_0.gguf", ["--backend", "llama.cpp"], "--gguf-file picks a file inside a Hub repo"),
+        ("org/missing", "x.gguf", [], "model org/missing was not found on the Hub"),
+    ],
+    ids=["no-such-file", "no-such-revision", "not-gguf", "dotdot", "absolute", "empty-part", "local-dir"]
+    + ["local-gguf", "local-gguf-llama", "no-such-repo"],
+)
+def test_gguf_file_errors_are_one_line(gguf_hub, tmp_path, capsys, gguf_files, model, name, extra, message):
+    if model == "LOCAL_DIR":
+        model = str(save_tiny(tmp_path / "dir"))
+    elif model == "LOCAL_GGUF":
+        model = str(tmp_path / "m.gguf")
+        Path(model).write_bytes(gguf_files["tiny.Q8_0.gguf"])
+    capsys.readouterr()
+    out = tmp_path / "run"
+    args = ["--model", model, "--gguf-file", name, "--data", "bundled", "--out-dir", str(out), *extra]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    [line] = error_lines(err)
+    assert message in line and [x for x in err.splitlines() if not x.startswith("data: ")] == [line]
+    assert not out.exists() and gguf_gets(gguf_hub) == []
+
+
+# -- offline: HF_HUB_OFFLINE=1 with what is in the cache ----------------------------------------------
+
+
+def test_offline_runs_from_the_cache_and_says_what_is_not_cached(tmp_path, served, model_files, gguf_files):
+    """Fill the Hugging Face cache from the fake Hub (the gated data, a model snapshot, one GGUF of a
+    repo), stop the server, and run again with HF_HUB_OFFLINE=1 (HF_ENDPOINT still names the stopped
+    server): the same results, all from the cache. What is not in the cache is one line naming
+    HF_HUB_OFFLINE."""
+    with FakeHub() as server:
+        server.add_repo(card.HUB_DATASET, {card.HUB_DATA_FILE: served}, kind="dataset", gated=True)
+        server.add_repo(MODEL, model_files, gated=True)
+        server.add_repo(GGUF_REPO, gguf_files)
+        server.grant(GRANTED, card.HUB_DATASET)
+        server.grant(GRANTED, MODEL)
+        url = server.url
+        official = ("-c", OFFICIAL_IS_SERVED, sha256(served))
+        snap = ["--model", MODEL, "--device", "cpu", "--limit", "6"]
+        gguf = ["--model", GGUF_REPO, "--gguf-file", "tiny.Q8_0.gguf", "--data", "bundled", "--device", "cpu"]
+        gguf += ["--limit", "6"]
+        for args, prefix in ((snap, official), (gguf, ("benchmark.py",))):
+            res = run_cli(tmp_path, url, GRANTED, [*args, "--out-dir", tmp_path / f"online-{args[1][4:]}"], prefix)
+            assert res.returncode == 0, res.stderr[-3000:]
+        huggingface_hub.close_session()
+    offline = {"HF_HUB_OFFLINE": "1"}
+    for args, prefix in ((snap, official), (gguf, ("benchmark.py",))):
+        out = tmp_path / f"offline-{args[1][4:]}"
+        res = run_cli(tmp_path, url, GRANTED, [*args, "--out-dir", out], prefix, extra_env=offline)
+        assert res.returncode == 0, res.stderr[-3000:]
+        a = json.loads((tmp_path / f"online-{args[1][4:]}" / "report.json").read_text())
+        b = json.loads((out / "report.json").read_text())
+        assert (a["results"], a["data"], a["config"]["model"]["revision"]) == (
+            b["results"],
+            b["data"],
+            b["config"]["model"]["revision"],
+        )
+        sigs = [
+            json.loads((d / "run_config.json").read_text())["signature"]
+            for d in (out.parent / f"online-{args[1][4:]}", out)
+        ]
+        assert sigs[0] == sigs[1]  # so --resume continues either with the other
+    # not in the cache: another file of the repo, another model, and the data (in a fresh cache)
+    cases = [
+        (
+            ["--model", GGUF_REPO, "--gguf-file", "tiny-other.Q8_0.gguf", "--data", "bundled"],
+            tmp_path,
+            f"HF_HUB_OFFLINE is set and tiny-other.Q8_0.gguf of model {GGUF_REPO} is not in the Hugging Face cache",
+        ),
+        (
+            ["--model", "org/other", "--data", "bundled"],
+            tmp_path,
+            "HF_HUB_OFFLINE is set and model org/other is not in the Hugging Face cache",
+        ),
+        (
+            ["--model", MODEL],
+            tmp_path / "fresh",
+            f"HF_HUB_OFFLINE is set and {card.HUB_DATA_FILE} of {card.HUB_DATASET} is not in the Hugging Face cache",
+        ),
+    ]
+    for args, home, message in cases:
+        out = tmp_path / "refused"
+        res = run_cli(home, url, GRANTED, [*args, "--out-dir", out], extra_env=offline)
+        assert res.returncode == 2, res.stderr[-3000:]
+        [line] = error_lines(res.stderr)
+        assert message in line and "run once with the network to fill the cache, or unset HF_HUB_OFFLINE" in line
+        assert "Traceback" not in res.stderr and not out.exists()
+        assert_secrets_kept(tmp_path, res.stdout, res.stderr)

@@ -17,7 +17,7 @@ from base_bench.commands.cli import main
 from base_bench.errors import ModelError
 
 from fixtures import write_dataset
-from tiny_gguf import write_tiny_gguf
+from tiny_gguf import write_arch_gguf, write_tiny_gguf
 
 HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
 needs_llama = pytest.mark.skipif(
@@ -293,9 +293,11 @@ def test_evaluate_reports_backend_version_and_file_type(backend, tokenizer, data
 def test_batch_size_does_not_change_a_score(backend, tokenizer, data):
     from base_bench import evaluate
 
-    runs = [evaluate(backend, tokenizer, str(data), limit=12, batch_size=bs, progress=False) for bs in (1, 5, 32)]
+    settings = [{"batch_size": bs} for bs in (1, 5, 32)] + [{"batch_tokens": 150}]
+    runs = [evaluate(backend, tokenizer, str(data), limit=12, progress=False, **how) for how in settings]
     scores = [[(i["id"], [c["logprob"] for c in i["choices"]]) for i in r["items"]] for r in runs]
-    assert scores[0] == scores[1] == scores[2]
+    assert scores[0] == scores[1] == scores[2] == scores[3]
+    assert runs[3]["config"]["batch_tokens_used"] == 150 and runs[3]["config"]["row_length"] is None  # no rows
 
 
 @needs_llama
@@ -384,15 +386,7 @@ def test_cli_run_and_resume_signature_names_the_backend(tiny, data, tmp_path, ca
 
 
 def _unknown_arch(path: Path) -> Path:
-    import gguf
-
-    w = gguf.GGUFWriter(str(path), "frobnicator")
-    w.add_tensor("x", np.zeros(4, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return write_arch_gguf(path, "frobnicator")
 
 
 @needs_llama

@@ -8,7 +8,9 @@ and every file an example writes stays in the test's folder. A block whose line 
 `<!-- not run: why -->` is skipped (tests/docpages.py; tests/test_docs.py checks that every block
 either runs here or says why not). The training page's examples are also the real Trainer run of
 SmolLM2 on CPU (2 steps, a few sentences, the callback at a small limit) that the callback must
-pass. Slow (SmolLM2 loads and small runs); marked integration.
+pass. The served-model example of docs/backends.md scores through the session's real vLLM server
+(tests/vllmserver.py), whose /v1 root it reads from $BASE_URL. Slow (SmolLM2 loads and small
+runs); marked integration.
 """
 
 import importlib.util
@@ -116,9 +118,21 @@ def test_the_pages_with_checks_still_have_examples():
     assert set(CHECKS) <= {p.name for p in PAGES}, "a page lost the examples its check expects"
 
 
+def check_backends(where: Path, ns: dict, printed: str, shell: str):
+    served = report(where / "runs" / "served")
+    assert served["config"]["backend"] == "server" and served["config"]["model"]["server"]["concurrency"] == 16
+    assert served["results"]["uncertainty"]["n_items_scored"] == 8 and served["config"]["packing_check"]["ok"]
+
+
+CHECKS["backends.md"] = check_backends
+SERVED_PAGES = ("backends.md",)  # their examples score through the session's vLLM server, at $BASE_URL
+
+
 @pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in PAGES])
-def test_page_examples_run(page, tmp_path, capsys):
+def test_page_examples_run(page, tmp_path, capsys, request, monkeypatch):
     path = ROOT / page
+    if path.name in SERVED_PAGES:
+        monkeypatch.setenv("BASE_URL", request.getfixturevalue("vllm_server").base_url)
     ns, printed, shell = run_page(path, tmp_path, capsys)
     check = CHECKS.get(path.name)
     if check:

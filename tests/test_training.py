@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import Trainer, TrainerCallback, TrainingArguments, default_data_collator
 
+from base_bench import UsageError
 from base_bench.commands.cli import main
 from base_bench.commands.trajectory import build_trajectory, find_reports
 from base_bench.integrations import BaseBenchCallback
@@ -77,7 +78,7 @@ def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("train")
     tok = tiny_tokenizer()
     model = tiny_model("llama", tok)
-    trainer, cb = train_with_callback(tmp, model, tok, steps=3, every_n_steps=1, limit=20)
+    trainer, cb = train_with_callback(tmp, model, tok, steps=3, every_n_steps=1, limit=20, batch_tokens=400)
     return tmp, trainer, cb, model
 
 
@@ -108,6 +109,7 @@ def test_callback_writes_full_reports_per_step_that_match_the_logs(trained):
     assert [p.parent.name for p in steps] == ["step-1", "step-2", "step-3"]
     reports = [json.loads(p.read_text()) for p in steps]
     assert [r["training_step"] for r in reports] == [1, 2, 3]
+    assert all(r["config"]["batch_tokens"] == 400 and r["config"]["batch_size"] is None for r in reports)
     assert all(not r["official"] and any("--limit 20" in x for x in r["non_official_reasons"]) for r in reports)
     logged = [h for h in trainer.state.log_history if "base_bench/overall_elo" in h]
     for rep, log in zip(reports, logged):
@@ -185,3 +187,20 @@ def test_callback_does_not_overwrite_an_existing_step_report(tmp_path):
 def test_every_n_steps_must_be_positive():
     with pytest.raises(ValueError, match="every_n_steps"):
         BaseBenchCallback(None, every_n_steps=0)
+
+
+def test_batch_settings_are_checked_when_the_callback_is_made():
+    """Not at the first evaluation, possibly hours into training."""
+    with pytest.raises(UsageError, match="not both"):
+        BaseBenchCallback(None, batch_size=8, batch_tokens=4096)
+    with pytest.raises(UsageError, match="batch_tokens must be"):
+        BaseBenchCallback(None, batch_tokens=0)
+    assert BaseBenchCallback(None, batch_tokens=4096).options["batch_tokens"] == 4096
+
+
+def test_callback_takes_the_data_words(tmp_path):
+    """data="bundled" is the default's name; "hub" and a path as evaluate() takes them."""
+    tok = tiny_tokenizer()
+    trainer, cb = train_with_callback(tmp_path, tiny_model("llama", tok), tok, steps=1, data="bundled", limit=4)
+    rep = json.loads((tmp_path / "bench" / "step-1" / "report.json").read_text())
+    assert rep["data"]["source"] == "bundled" and cb.scored_steps == [1]

@@ -1,6 +1,9 @@
 """A plain wheel install finds the bundled set: build the wheel, install it into a fresh venv, and
-run `evaluate(model, tokenizer)` there with data=None, away from this checkout."""
+run `evaluate(model, tokenizer)` there with data=None, and the `base-bench` command it installs with
+`--data bundled`, away from this checkout."""
 
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -8,6 +11,8 @@ import sysconfig
 import textwrap
 import venv
 from pathlib import Path
+
+from tiny import save_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,6 +53,8 @@ def test_wheel_install_carries_the_bundled_set(tmp_path):
         capture_output=True,
     )
     wheel = next(dist.glob("base_bench-*.whl"))
+    # the installed wheel alone: no PYTHONPATH pointing at a checkout (as tests are run from one)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
@@ -68,6 +75,24 @@ def test_wheel_install_carries_the_bundled_set(tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env=env,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     assert "\nOK " in out.stdout and "site-packages/base_bench/data/test.jsonl" in out.stdout
+    # the command line of the wheel reaches the bundled set too, with no checkout and no network
+    model = save_tiny(tmp_path / "tiny")
+    run = tmp_path / "run"
+    cli = [env_dir / "bin" / "base-bench", "--model", model, "--data", "bundled", "--limit", "3", "--device", "cpu"]
+    out = subprocess.run(
+        [*map(str, cli), "--out-dir", str(run)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert out.stdout.splitlines()[0].startswith("data: the bundled set (")
+    rep = json.loads((run / "report.json").read_text())
+    assert rep["data"]["source"] == "bundled" and "site-packages/base_bench/data/test.jsonl" in rep["data"]["path"]
+    assert rep["data"]["path"].startswith(str(env_dir)) and len(rep["items"]) == 3

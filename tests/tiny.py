@@ -1,7 +1,7 @@
 """Tiny random models and a tokenizer trained on the spot, for fast tests without the network.
 
 tok = tiny_tokenizer()                 # byte-level BPE, trained on CORPUS, BOS "<s>", no pad token
-model = tiny_model("llama", tok)       # random weights from a seeded config
+model = tiny_model("llama", tok)       # random weights from a seeded config ("llama", "gpt2", "gemma3")
 save_tiny(tmp_path, "llama")           # a local model directory the CLI can load
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPT2Config, LlamaConfig, PreTrainedTokenizerFast
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -21,6 +21,7 @@ CORPUS = [
     "The train left at noon and arrived three hours later.",
     "0123456789 + - * / = ( ) [ ] { } , . ; : ' \" ! ?",
 ] * 20
+GEMMA3_WINDOW = 6  # the tiny Gemma 3's sliding window, in positions
 
 
 def tiny_tokenizer() -> PreTrainedTokenizerFast:
@@ -51,6 +52,22 @@ def tiny_config(kind: str, vocab: int, window: int = 256):
     if kind == "gpt2":
         return GPT2Config(
             vocab_size=vocab, n_embd=32, n_layer=2, n_head=4, n_positions=window, bos_token_id=0, eos_token_id=1
+        )
+    if kind == "gemma3":  # a sliding-window layer and a full one; the window is shorter than the items
+        return Gemma3TextConfig(
+            vocab_size=vocab,
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            sliding_window=GEMMA3_WINDOW,
+            layer_types=["sliding_attention", "full_attention"],
+            max_position_embeddings=window,
+            bos_token_id=0,
+            eos_token_id=1,
+            pad_token_id=1,
         )
     raise ValueError(kind)
 

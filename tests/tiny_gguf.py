@@ -3,6 +3,7 @@
     path = write_tiny_gguf(tmp_path / "tiny.gguf")            # random Q8_0/F32 weights, seeded
     path = write_tiny_gguf(tmp_path / "other.gguf", seed=1)   # same size, other weights
     path = write_tiny_gguf(tmp_path / "bos.gguf", add_bos=True)  # tokenizer.ggml.add_bos_token set
+    path = write_arch_gguf(tmp_path / "frob.gguf", "frobnicator")  # one tensor, an architecture named so
 
 The vocabulary and merges are those of tiny.tiny_tokenizer() (byte-level BPE, "gpt2" in GGUF
 terms), so transformers builds the tokenizer from the file's metadata as it does for a real one.
@@ -84,6 +85,18 @@ def write_tiny_gguf(
         tensor(f"blk.{i}.ffn_down.weight", (HIDDEN, FFN))
     tensor("output_norm.weight", (HIDDEN,), 0.1)
     tensor("output.weight", (len(tokens), HIDDEN), 1.0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def write_arch_gguf(path, arch: str) -> Path:
+    """A GGUF holding one 4-float tensor and only the architecture `arch` (one no loader knows)."""
+    path = Path(path)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_tensor("x", np.zeros(4, np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

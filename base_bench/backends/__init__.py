@@ -15,6 +15,8 @@ is one more subclass of `Backend`, never a second path through `evaluate()`.
 - `transformers.py`: torch models from transformers (Hub ids, exports, GGUF files dequantized
   through `gguf_cache.py`), also wrapped in DDP or FSDP, and PEFT adapters;
 - `llama_cpp.py`: a GGUF file run by llama.cpp itself, through llama-cpp-python;
+- `vllm.py`: a Hub id or a local folder run by `vllm.LLM` in this process (vLLM's own venv), scored
+  through its prompt log-probs (`prompt_logprobs.py`, shared with the server backend);
 - `identity.py`: content fingerprints and versions, shared by all of them.
 """
 

@@ -52,12 +52,13 @@ class LocatedAdapter:
         return {"kind": "dir", "fingerprint": self.info["fingerprint"], "fingerprint_scheme": FINGERPRINT_SCHEME}
 
 
-def adapter_fingerprint(folder: Path) -> str:
-    """The content fingerprint (32 hex digits) of the files PEFT loads from an adapter directory."""
+def adapter_fingerprint(folder: Path, remember: bool = True) -> str:
+    """The content fingerprint (32 hex digits) of the files PEFT loads from an adapter directory
+    (`remember` as identity.file_digest takes it)."""
     h = hashlib.sha256(f"{FINGERPRINT_SCHEME} adapter\n".encode())
     for name in (CONFIG_FILE, *WEIGHT_FILES):
         if (folder / name).is_file():
-            h.update(f"{name}:{file_digest(folder / name)}\n".encode())
+            h.update(f"{name}:{file_digest(folder / name, remember)}\n".encode())
     return h.hexdigest()[:32]
 
 
@@ -84,9 +85,12 @@ def _read_config(folder: Path, what: str) -> dict:
     return cfg
 
 
-def locate_adapter(spec: str, revision: str | None = None, token: str | None = None) -> LocatedAdapter:
+def locate_adapter(
+    spec: str, revision: str | None = None, token: str | None = None, use_cache: bool = True
+) -> LocatedAdapter:
     """Check a --peft value and, for a Hub id, download it; ModelError or HubError (one line) if it
-    cannot be used. Reads adapter_config.json (its base model is recorded) but loads no weights."""
+    cannot be used. Reads adapter_config.json (its base model is recorded) but loads no weights. With
+    `use_cache` False (--no-cache) its fingerprint is not remembered in the cache folder."""
     what = f"--peft {spec}"
     p = Path(spec).expanduser()
     if p.is_dir():
@@ -110,7 +114,7 @@ def locate_adapter(spec: str, revision: str | None = None, token: str | None = N
         "path": str(folder) if kind == "dir" else None,
         "revision": commit,
         "revision_requested": revision,
-        "fingerprint": adapter_fingerprint(folder),
+        "fingerprint": adapter_fingerprint(folder, remember=use_cache),
         "peft_type": cfg.get("peft_type"),
         "base_model_name_or_path": cfg.get("base_model_name_or_path"),
     }

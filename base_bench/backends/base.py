@@ -14,7 +14,7 @@ from contextlib import nullcontext
 class Backend:
     """What `evaluate()` needs from a model. Subclasses set the attributes in their constructor.
 
-    name         "transformers" or "llama.cpp"; recorded in the report, and in the resume
+    name         "transformers", "llama.cpp", "vllm", ...; recorded in the report, and in the resume
                  signature of every backend but the default one (so old runs still resume).
     device       a torch.device: where inputs go, for the report, the signature and OOM handling.
     dtype        what the weights compute in, as the report spells it ("float32", "bfloat16";

@@ -12,13 +12,23 @@ takes tens of seconds even for a 93 MB file. The result, in the run's dtype, is 
 ordinary transformers export (`tokenizer.save_pretrained`, `model.save_pretrained` as safetensors
 with its config) and read back from there afterwards.
 
-Where: `$BASE_BENCH_CACHE`, else `$XDG_CACHE_HOME/base-bench`, else `~/.cache/base-bench`; entries
-live in its `gguf/` folder. Clearing the cache is deleting that folder.
+Where: `$BASE_BENCH_CACHE`, else `$XDG_CACHE_HOME/base-bench`, else `~/.cache/base-bench`
+(cachedir.py); entries live in its `gguf/` folder. Clearing the cache is deleting that folder.
+
+The cache may sit on a disk that others share, so it never runs code and trusts only what this user
+alone could have written. Entries are loaded with `trust_remote_code=False` whatever the run's
+--trust-remote-code (a GGUF needs no remote code; an `auto_map` planted in an entry's config is
+never imported). The root and gguf/ are created mode 0700, an entry's folders 0700 and its files
+0600. An entry that another user owns or can write, a link, or a gguf/ folder or root that others
+can write to (a root others may write needs the sticky bit, as /tmp has; cachedir.distrust) is
+neither loaded nor deleted nor replaced: the run converts the GGUF file, the record says
+"refused-untrusted" with the reason, and one note names the path and how to clear it.
 
 Key: the GGUF file's content fingerprint (model.fingerprint), the dtype, the versions of
 transformers, tokenizers, gguf and torch (which do the conversion), and FORMAT_VERSION (this
 module's layout). The entry's folder name is a hash of the key; its manifest.json holds the key
-in full, the source file, and every file's size and digest (model.file_digest).
+in full, the source file, and every file's size and digest (identity.file_digest: the whole
+content, remembered by the file's stat, so an entry is read whole once, not at every hit).
 
 An entry is written into `gguf/.tmp-<key hash>-<host>-<pid>-<random>/`, manifest.json last, every
 file fsynced, and renamed to `gguf/<key hash>/` only when complete; the rename is atomic, so an
@@ -52,24 +62,25 @@ from pathlib import Path
 import torch
 
 from ..results.reports_io import fsync_dir
+from .cachedir import ENV, cache_root, distrust_chain, distrust_tree, private_dir
 from .identity import file_digest, package_version
 
-ENV = "BASE_BENCH_CACHE"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: digests of whole files (identity.FINGERPRINT_SCHEME content/3), entries checked for ownership
 MANIFEST = "manifest.json"
 TOKENIZER_MARGIN = 64 << 20  # tokenizer files, configs and safetensors headers; SmolLM2's take 3.5 MB
 KEEP_FREE = 1 << 30  # never fill the disk to the last byte
 STALE_TMP_S = 24 * 3600
 
-STATUSES = ("hit", "written", "disabled", "skipped-no-space", "skipped-error", "not-cacheable", "not-gguf")
-
-
-def cache_root() -> Path:
-    """$BASE_BENCH_CACHE, else $XDG_CACHE_HOME/base-bench, else ~/.cache/base-bench."""
-    if os.environ.get(ENV):
-        return Path(os.environ[ENV]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "base-bench"
+STATUSES = (
+    "hit",
+    "written",
+    "disabled",
+    "refused-untrusted",
+    "skipped-no-space",
+    "skipped-error",
+    "not-cacheable",
+    "not-gguf",
+)
 
 
 def entry_key(fingerprint: str, dtype: torch.dtype) -> dict:
@@ -235,11 +246,20 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _owner_only(folder: Path) -> None:
+    """Folders 0700 and files 0600, whatever the umask: an entry others could write to is refused."""
+    for dirpath, _, filenames in os.walk(folder):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o600)
+
+
 def _manifest(tmp: Path, key: dict, source: Path) -> dict:
     files = {}
     for p in sorted(q for q in tmp.rglob("*") if q.is_file()):
         _fsync(p)
-        files[p.relative_to(tmp).as_posix()] = {"size": p.stat().st_size, "digest": file_digest(p)}
+        # settled: written by us, done, in a folder only we can write (so no racy-mtime rule)
+        files[p.relative_to(tmp).as_posix()] = {"size": p.stat().st_size, "digest": file_digest(p, settled=True)}
     return {
         "format": FORMAT_VERSION,
         "key": key,
@@ -273,10 +293,12 @@ def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Pat
         return {"status": "skipped-no-space", "path": None, "bytes_needed": need, "bytes_free": free}
     tmp = final.parent / f".tmp-{final.name}-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        tmp.mkdir()
+        tmp.mkdir(mode=0o700)
         save(tmp)
+        _owner_only(tmp)
         manifest = _manifest(tmp, key, source)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        os.chmod(tmp / MANIFEST, 0o600)
         _fsync(tmp / MANIFEST)
         _fsync(tmp)
         try:
@@ -305,6 +327,57 @@ def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Pat
 # ----------------------------------------------------------------------------------------- loading
 
 
+def untrusted(root: Path, final: Path) -> tuple[Path, str] | None:
+    """(path, reason) when the entry `final`, or a folder above it, could have been written by another
+    user, so that it must not be loaded: cachedir's rules for the root, gguf/ and the whole entry."""
+    return distrust_chain(root, final.parent) or distrust_tree(final)
+
+
+def refusal(what: str, root: Path, bad: tuple[Path, str]) -> str:
+    """The one-line note for a cache that is not ours alone: what is wrong, and how to clear it."""
+    path, why = bad
+    fix = f"set {ENV} to a folder of your own" if path == root else f"remove it (`rm -rf {path}`, as its owner)"
+    return (
+        f"not using the cache for {what}: {path}: {why}, so it could hold another user's files; {fix}, "
+        "or pass --no-cache"
+    )
+
+
+def _lookup(root: Path, key: dict, load_entry: Callable[[Path], object], what: str):
+    """(loaded, record): the entry for `key` loaded; or (None, None) when there is none (a damaged one
+    is deleted); or (None, refused record) when it, or a folder above it, could have been written by
+    another user: then it is neither loaded nor replaced, with one note."""
+    final = entry_dir(root, key)
+    bad = untrusted(root, final) if os.path.lexists(final) else distrust_chain(root, final.parent)
+    if bad:
+        note(refusal(what, root, bad))
+        return None, {"status": "refused-untrusted", "path": str(final), "reason": f"{bad[0]}: {bad[1]}"}
+    if not os.path.lexists(final):
+        return None, None
+    why = problem(final, key)
+    if why is None:
+        try:
+            return load_entry(final), {"status": "hit", "path": str(final), "bytes": dir_bytes(final)}
+        except Exception as exc:  # noqa: BLE001 - a damaged entry is rebuilt, not fatal
+            why = f"it does not load ({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]})"
+    note(f"the GGUF cache entry {final} is incomplete or damaged ({why}); rebuilding it")
+    _discard(final)
+    return None, None
+
+
+def _make_gguf_dir(root: Path, what: str) -> dict | None:
+    """Create the cache's gguf/ folder, private (mode 0700, the root too when new), and delete the
+    .tmp folders of dead writers; None, or the record when it cannot be created."""
+    folder = root / "gguf"
+    try:
+        private_dir(folder)
+    except OSError as exc:
+        note(f"not caching {what}: cannot create {folder} ({exc.strerror})")
+        return {"status": "skipped-error", "path": None, "error": str(exc)}
+    clean_leftovers(folder)
+    return None
+
+
 def load(
     gguf_path: Path,
     fingerprint: str,
@@ -316,32 +389,26 @@ def load(
 ):
     """(tokenizer, model, record): from the cache entry when there is a complete one, else from
     `convert()`, and then written to the cache (unless `use_cache` is False: then the cache is
-    neither read nor written, nor its folder created)."""
+    neither read nor written, nor its folder created). An entry that another user could have
+    written is neither loaded nor replaced: the record says "refused-untrusted", with one note.
+    `load_entry(dir)` must load plain files only: never with trust_remote_code."""
     if not use_cache:
         tokenizer, model = convert()
         return tokenizer, model, {"status": "disabled", "path": None}
     root = cache_root() if root is None else root
     key = entry_key(fingerprint, dtype)
-    final = entry_dir(root, key)
-    if final.exists():
-        why = problem(final, key)
-        if why is None:
-            try:
-                tokenizer, model = load_entry(final)
-                return tokenizer, model, {"status": "hit", "path": str(final), "bytes": dir_bytes(final)}
-            except Exception as exc:  # noqa: BLE001 - a damaged entry is rebuilt, not fatal
-                why = f"it does not load ({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]})"
-        note(f"the GGUF cache entry {final} is incomplete or damaged ({why}); rebuilding it")
-        _discard(final)
+    what = "the converted GGUF model"
+    loaded, record = _lookup(root, key, load_entry, what)
+    if loaded is not None:
+        return (*loaded, record)
     tokenizer, model = convert()
+    if record is not None:
+        return tokenizer, model, record
     if not cacheable(model, dtype):
         return tokenizer, model, {"status": "not-cacheable", "path": None}
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        note(f"not caching the converted GGUF model: cannot create {final.parent} ({exc.strerror})")
-        return tokenizer, model, {"status": "skipped-error", "path": None, "error": str(exc)}
-    clean_leftovers(final.parent)
+    failed = _make_gguf_dir(root, what)
+    if failed:
+        return tokenizer, model, failed
     return tokenizer, model, write_entry(root, key, gguf_path, tokenizer, model)
 
 
@@ -368,28 +435,20 @@ def load_tokenizer(
     """(tokenizer, record): the tokenizer transformers converts from the GGUF file, alone, from its
     cache entry when there is a complete one, else from `convert()` and then cached. The llama.cpp
     backend needs no converted weights, only the ids the HF tokenizer gives (converting Gemma 3's
-    262k-token vocabulary takes 16 s on 2 cores; reading it back, under one)."""
+    262k-token vocabulary takes 16 s on 2 cores; reading it back, under one). The same rules as
+    `load` for entries another user could have written, and for `load_entry`."""
     if not use_cache:
         return convert(), {"status": "disabled", "path": None}
     root = cache_root() if root is None else root
     key = tokenizer_key(fingerprint)
-    final = entry_dir(root, key)
-    if final.exists():
-        why = problem(final, key)
-        if why is None:
-            try:
-                return load_entry(final), {"status": "hit", "path": str(final), "bytes": dir_bytes(final)}
-            except Exception as exc:  # noqa: BLE001 - a damaged entry is rebuilt, not fatal
-                why = f"it does not load ({(str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]})"
-        note(f"the GGUF cache entry {final} is incomplete or damaged ({why}); rebuilding it")
-        _discard(final)
+    what = "the converted GGUF tokenizer"
+    tokenizer, record = _lookup(root, key, load_entry, what)
+    if tokenizer is not None:
+        return tokenizer, record
     tokenizer = convert()
-    try:
-        final.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        note(f"not caching the converted GGUF tokenizer: cannot create {final.parent} ({exc.strerror})")
-        return tokenizer, {"status": "skipped-error", "path": None, "error": str(exc)}
-    clean_leftovers(final.parent)
-    return tokenizer, _publish(
-        root, key, gguf_path, TOKENIZER_MARGIN, tokenizer.save_pretrained, "the converted GGUF tokenizer"
-    )
+    if record is not None:
+        return tokenizer, record
+    failed = _make_gguf_dir(root, what)
+    if failed:
+        return tokenizer, failed
+    return tokenizer, _publish(root, key, gguf_path, TOKENIZER_MARGIN, tokenizer.save_pretrained, what)

@@ -15,6 +15,13 @@ kept, arrays skipped but for their length, so a 250k-token vocabulary costs a fr
 the tensor table, and the alignment; the tensor data is not read. The file type is the one the file
 states (`general.file_type`, a llama.cpp `LLAMA_FTYPE_*`, named as llama.cpp's quantize tool names
 it: Q4_K_M, not MOSTLY_Q4_K_M); None when the file states none.
+
+A GGUF file is untrusted input, so every number in its header is bounded by the file's size before
+it is used: a count of keys, tensors or array elements that the bytes left cannot hold means the
+file ends before what it states ("truncated"), so no loop runs longer than the file is long; a tensor
+with more than GGML_MAX_DIMS (4) dimensions, or more elements or bytes than the whole file, is
+"damaged" (each dimension is bounded before they are multiplied, so no huge integer is ever built);
+an unknown value or tensor type is named in one line.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from ..errors import ModelError
 
 MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
+GGML_MAX_DIMS = 4  # ggml.h: a tensor has at most 4 dimensions
 
 # GGUF value types: id -> struct format of a scalar (8 string, 9 array are handled apart)
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -36,6 +44,10 @@ _STRING, _ARRAY = 8, 9
 
 class _Truncated(Exception):
     pass
+
+
+class _Damaged(Exception):
+    """A tensor the file cannot hold, or one GGML would refuse; the message says which, in a few words."""
 
 
 @dataclass(frozen=True)
@@ -78,17 +90,19 @@ def file_type_name(ftype) -> str | None:
     return f"{name} (guessed)" if guessed else name
 
 
-def _tensor_bytes(ggml_type: int, dims: list[int]) -> int:
+def _quant_size(ggml_type: int) -> tuple[int, int] | None:
+    """(elements per block, bytes per block) of a GGML tensor type; None for a type `gguf` does not know."""
     import gguf
 
     try:
-        block, size = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ggml_type)]
+        return gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(ggml_type)]
     except (ValueError, KeyError):
-        raise ModelError(f"unknown tensor type {ggml_type}") from None
-    n = 1
-    for d in dims:
-        n *= d
-    return n // block * size
+        return None
+
+
+def shown(text: str, limit: int = 60) -> str:
+    """A name from the file, quoted and cut short for a one-line message (no newline gets through)."""
+    return repr(text[:limit]) + ("..." if len(text) > limit else "")
 
 
 class _Reader:
@@ -103,6 +117,13 @@ class _Reader:
         self.pos += n
         return v[0] if len(v) == 1 else v
 
+    def count(self, n: int, each: int) -> int:
+        """`n`, a count from the file, if `n` things of at least `each` bytes fit in the bytes left; else
+        the file ends before what it states. Every loop that follows is bounded by the file's size."""
+        if n * each > self.size - self.pos:
+            raise _Truncated
+        return n
+
     def string(self, count_fmt: str) -> str:
         n = self.take(count_fmt)
         if self.pos + n > self.size:
@@ -113,7 +134,7 @@ class _Reader:
 
     def skip_strings(self, count: int, count_fmt: str) -> None:
         step = struct.calcsize("<" + count_fmt)
-        for _ in range(count):
+        for _ in range(self.count(count, step)):
             if self.pos + step > self.size:
                 raise _Truncated
             (n,) = struct.unpack_from("<" + count_fmt, self.buf, self.pos)
@@ -124,7 +145,7 @@ class _Reader:
 
 def read_header(path: Path) -> GGUFHeader:
     """Parse the header of the GGUF file at `path`; ModelError (one line) if it is not a GGUF file,
-    is truncated, or cannot be read."""
+    is truncated or damaged, or cannot be read."""
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -150,23 +171,23 @@ def _parse(path: Path, buf, size: int) -> GGUFHeader:
         if version not in (1, 2, 3):
             raise ModelError(f"{path}: GGUF version {version} is not one this reader knows (1 to 3)")
         cnt = "I" if version == 1 else "Q"  # version 1 counted in 32 bits
+        w = struct.calcsize("<" + cnt)
         n_tensors, n_kv = r.take(cnt), r.take(cnt)
         where = "metadata"
         meta: dict = {}
-        for _ in range(n_kv):
+        for _ in range(r.count(n_kv, w + 4 + 1)):  # a key-value pair: key length, value type, 1 byte at least
             key = r.string(cnt)
             vtype = r.take("I")
             meta[key] = _value(r, vtype, cnt, path, key)
         where = "tensor table"
         end = 0
-        for _ in range(n_tensors):
-            r.string(cnt)
-            n_dims = r.take("I")
-            dims = [r.take(cnt) for _ in range(n_dims)]
-            ggml_type, offset = r.take("I"), r.take("Q")
-            end = max(end, offset + _tensor_bytes(ggml_type, dims))
+        for _ in range(r.count(n_tensors, w + 4 + 4 + 8)):  # name length, n_dims, type, offset at least
+            name = r.string(cnt)
+            end = max(end, _tensor_end(r, cnt, path, name, size))
     except _Truncated:
         raise ModelError(f"{path}: the GGUF file is truncated: it ends inside its {where}, at {size} bytes") from None
+    except _Damaged as exc:
+        raise ModelError(f"{path}: the GGUF file is damaged: {exc}") from None
     align = meta.get("general.alignment", DEFAULT_ALIGNMENT)
     if not isinstance(align, int) or align <= 0:
         align = DEFAULT_ALIGNMENT
@@ -180,6 +201,34 @@ def _parse(path: Path, buf, size: int) -> GGUFHeader:
     return GGUFHeader(str(path), version, n_tensors, meta, data_start, data_end, size)
 
 
+def _tensor_end(r: _Reader, cnt: str, path: Path, name: str, size: int) -> int:
+    """Read one tensor's dimensions, type and offset; return where its data ends (from the data start).
+
+    A tensor is refused when it has more than GGML_MAX_DIMS dimensions or an unknown type, or when its
+    element count or byte size exceeds the whole file. Each dimension is bounded before they are
+    multiplied, so the product stays a small integer whatever the file says."""
+    n_dims = r.take("I")
+    if n_dims > GGML_MAX_DIMS:
+        raise _Damaged(f"tensor {shown(name)} has {n_dims} dimensions; GGML allows at most {GGML_MAX_DIMS}")
+    dims = [r.take(cnt) for _ in range(n_dims)]
+    ggml_type, offset = r.take("I"), r.take("Q")
+    quant = _quant_size(ggml_type)
+    if quant is None:
+        raise ModelError(f"{path}: tensor {shown(name)} has unknown type {ggml_type} (not a GGML type this gguf knows)")
+    block, type_size = quant
+    most = (size // type_size + 1) * block  # more elements than this need more bytes than the file has
+    n = 1
+    for d in dims:
+        if d > most:
+            break
+        n *= d
+    else:
+        if n <= most and n // block * type_size <= size:
+            return offset + n // block * type_size
+    shape = "x".join(map(str, dims))
+    raise _Damaged(f"tensor {shown(name)} of shape {shape[:80]} holds more data than the whole file ({size} bytes)")
+
+
 def _value(r: _Reader, vtype: int, cnt: str, path: Path, key: str):
     if vtype in _SCALARS:
         return r.take(_SCALARS[vtype])
@@ -190,10 +239,9 @@ def _value(r: _Reader, vtype: int, cnt: str, path: Path, key: str):
         if etype == _STRING:
             r.skip_strings(n, cnt)
         elif etype in _SCALARS:
-            r.pos += n * struct.calcsize("<" + _SCALARS[etype])
-            if r.pos > r.size:
-                raise _Truncated
+            each = struct.calcsize("<" + _SCALARS[etype])
+            r.pos += r.count(n, each) * each
         else:
-            raise ModelError(f"{path}: metadata key {key!r} is an array of unknown type {etype}")
+            raise ModelError(f"{path}: metadata key {shown(key)} is an array of unknown type {etype}")
         return ("array", n)
-    raise ModelError(f"{path}: metadata key {key!r} has unknown value type {vtype}")
+    raise ModelError(f"{path}: metadata key {shown(key)} has unknown value type {vtype}")

@@ -1,7 +1,8 @@
 """What names a model, for the resume signature, the report and the GGUF cache key.
 
     from base_bench.backends.identity import fingerprint, weights_fingerprint, package_version
-    fingerprint(Path("model.gguf"))       # content fingerprint of a file or a directory
+    fingerprint(Path("model.gguf"))       # content fingerprint of a file or a directory (whole content)
+    file_digest(Path("model.gguf"))       # SHA-256 of one file, remembered by its stat in the cache root
     weights_fingerprint(model)            # of a model in memory, without copying it
     tensors_fingerprint(state_dict)       # the same, of named tensors (an adapter's weights)
     package_version("transformers")       # '5.17.0', or None when not installed
@@ -11,8 +12,16 @@ No backend-specific code lives here, so every backend (and the GGUF cache) can u
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import os
+import re
+import tempfile
+import time
 from pathlib import Path
+
+from . import cachedir
 
 
 def package_version(pkg: str) -> str | None:
@@ -25,49 +34,162 @@ def package_version(pkg: str) -> str | None:
         return None
 
 
-FINGERPRINT_SCHEME = "content/2"  # recorded next to the fingerprint; bump when the scheme changes
-FULL_HASH_LIMIT = 256 << 20  # files up to this size are hashed whole
-EDGE_BYTES = 8 << 20  # larger files: this much of the head and of the tail ...
-SAMPLE_BLOCKS, SAMPLE_BYTES = 1024, 64 << 10  # ... and this many blocks this big, evenly spaced between
+FINGERPRINT_SCHEME = "content/3"  # recorded next to the fingerprint; bump when the scheme changes
+MEMO_FILE = "file-digests.json"  # in the cache root: digests remembered by the file's stat
+MEMO_MAX_ENTRIES = 4096  # the oldest are dropped beyond this
+MEMO_MAX_BYTES = 4 << 20  # a larger memo file is not read (4096 entries take about 0.5 MB)
+RACY_S = 2.0  # a file changed less than this before it was hashed is not remembered
+_STAT_KEY = re.compile(r"\d{1,20}(:-?\d{1,20}){4}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_seen: dict[str, str] = {}  # this process's memo: stat key -> digest
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 (hex) of a file's size and content, read in full up to FULL_HASH_LIMIT (256 MiB).
+def _stat_key(st: os.stat_result) -> str:
+    """What must stay the same for a file to keep its digest: its device, inode, size, and the times
+    of its last change of content (mtime) and of its inode (ctime). mtime can be set back by anyone
+    (touch -d, cp -p, rsync -t); ctime cannot, and writing the content or setting mtime moves it."""
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
-    A larger file is hashed from its size, its first and last 8 MiB, and 1024 blocks of 64 KiB
-    evenly spaced between them: 80 MiB read whatever the size (a 140 GB file read whole would take
-    minutes, at every run). The trade-off: two large files that differ only between the sampled blocks
-    get the same digest. Different checkpoints, quantisations or conversions of a model differ in
-    nearly every tensor, so in the metadata at the head and in most sampled blocks; a change
-    confined to one small tensor of a huge file can go unseen.
-    """
-    size = path.stat().st_size
+
+class _DiskMemo:
+    """Digests remembered across processes, in MEMO_FILE under the cache root: {"format": 1,
+    "digests": {stat key: [sha256 hex, unix time hashed]}}. Read as untrusted input: only when the
+    file and the root pass cachedir.distrust, up to MEMO_MAX_BYTES, keeping only well-formed
+    entries. Written atomically (a temporary file renamed over it); at most MEMO_MAX_ENTRIES, the
+    most recently hashed kept. Two processes writing at once may lose each other's new entries,
+    which costs a later rehash, never a wrong digest. Any failure to read or write is ignored."""
+
+    def __init__(self, root: Path | None = None):
+        self.root = cachedir.cache_root() if root is None else root
+        self.path = self.root / MEMO_FILE
+        self.digests: dict | None = None  # read at the first lookup
+        self.new: dict[str, list] = {}
+
+    def _read(self) -> dict:
+        if cachedir.distrust_chain(self.root, self.path):
+            return {}
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return {}
+        try:
+            with os.fdopen(fd, "rb") as f:
+                raw = f.read(MEMO_MAX_BYTES + 1)
+            if len(raw) > MEMO_MAX_BYTES:
+                return {}
+            data = json.loads(raw)
+            got = data["digests"] if isinstance(data, dict) and data.get("format") == 1 else {}
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            return {}
+        if not isinstance(got, dict):
+            return {}
+        return {
+            k: v
+            for k, v in got.items()
+            if isinstance(k, str)
+            and _STAT_KEY.fullmatch(k)
+            and isinstance(v, list)
+            and len(v) == 2
+            and isinstance(v[0], str)
+            and _HEX64.fullmatch(v[0])
+            and isinstance(v[1], (int, float))
+        }
+
+    def get(self, key: str) -> str | None:
+        if self.digests is None:
+            self.digests = self._read()
+        v = self.new.get(key) or self.digests.get(key)
+        return v[0] if v else None
+
+    def put(self, key: str, digest: str) -> None:
+        self.new[key] = [digest, round(time.time(), 3)]
+
+    def save(self) -> None:
+        if not self.new:
+            return
+        try:
+            cachedir.private_dir(self.root)
+            if cachedir.distrust(self.root, root=True):
+                return
+            merged = {**self._read(), **self.new}  # what another process added meanwhile is kept
+            keep = sorted(merged.items(), key=lambda kv: kv[1][1])[-MEMO_MAX_ENTRIES:]
+            fd, tmp = tempfile.mkstemp(prefix=".file-digests-", suffix=".tmp", dir=self.root)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump({"format": 1, "digests": dict(keep)}, f, separators=(",", ":"))
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        except OSError:
+            pass
+        self.new = {}
+
+
+def _hash_content(f, size: int) -> str:
+    """SHA-256 of the size and of every byte of the open file `f`: the one place a file is read."""
     h = hashlib.sha256(f"{size}\n".encode())
-    with path.open("rb") as f:
-        if size <= FULL_HASH_LIMIT:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-            return h.hexdigest()
-        h.update(f.read(EDGE_BYTES))
-        middle = size - 2 * EDGE_BYTES
-        step = middle // SAMPLE_BLOCKS
-        for i in range(SAMPLE_BLOCKS):
-            f.seek(EDGE_BYTES + i * step)
-            h.update(f.read(min(SAMPLE_BYTES, step)))
-        f.seek(size - EDGE_BYTES)
-        h.update(f.read(EDGE_BYTES))
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
     return h.hexdigest()
 
 
-def fingerprint(path: Path) -> str:
+def _digest(path: Path, memo: _DiskMemo | None, settled: bool = False) -> str:
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        key = _stat_key(st)
+        known = _seen.get(key) or (memo.get(key) if memo is not None else None)
+        if known:
+            _seen[key] = known
+            return known
+        started = time.time()
+        digest = _hash_content(f, st.st_size)
+        after = _stat_key(os.fstat(f.fileno()))
+    # remembered only if the file did not change while it was read, and had not changed just before
+    # (within one tick of its clock, a change would leave mtime and ctime as they were: "racy git")
+    if after == key and (settled or started - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 >= RACY_S):
+        while len(_seen) >= MEMO_MAX_ENTRIES:
+            del _seen[next(iter(_seen))]
+        _seen[key] = digest
+        if memo is not None:
+            memo.put(key, digest)
+    return digest
+
+
+def file_digest(path: Path, remember: bool = True, settled: bool = False) -> str:
+    """SHA-256 (hex) of a file's size and its whole content.
+
+    Remembered by the file's device, inode, size, mtime and ctime (`_stat_key`), in this process and,
+    with `remember`, in MEMO_FILE under the cache root, so that a file is read once, not at every run
+    (a 140 GB file takes minutes). A file whose content or times change is hashed again. With
+    `remember` False the cache folder is neither read nor written. A file changed less than RACY_S
+    before it is read is not remembered, unless `settled`: the caller wrote it, has finished, and no
+    one else can write it (a GGUF cache entry's files, hashed for its manifest).
+    """
+    memo = _DiskMemo() if remember else None
+    try:
+        return _digest(Path(path), memo, settled)
+    finally:
+        if memo is not None:
+            memo.save()
+
+
+def fingerprint(path: Path, remember: bool = True) -> str:
     """A content fingerprint of a model file or directory (32 hex digits): `file_digest` of the
     file, or of every file of the directory with its relative path. Names and places do not
-    count for a file, so a moved or renamed model keeps its fingerprint."""
+    count for a file, so a moved or renamed model keeps its fingerprint. `remember` as in
+    `file_digest`."""
     if path.is_file():
-        return hashlib.sha256(f"{FINGERPRINT_SCHEME}\n{file_digest(path)}".encode()).hexdigest()[:32]
+        return hashlib.sha256(f"{FINGERPRINT_SCHEME}\n{file_digest(path, remember)}".encode()).hexdigest()[:32]
+    memo = _DiskMemo() if remember else None
     h = hashlib.sha256(f"{FINGERPRINT_SCHEME} dir\n".encode())
-    for p in sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.relative_to(path).parts):
-        h.update(f"{p.relative_to(path).as_posix()}:{file_digest(p)}\n".encode())
+    try:
+        for p in sorted(p for p in path.rglob("*") if p.is_file() and ".cache" not in p.relative_to(path).parts):
+            h.update(f"{p.relative_to(path).as_posix()}:{_digest(p, memo)}\n".encode())
+    finally:
+        if memo is not None:
+            memo.save()
     return h.hexdigest()[:32]
 
 

@@ -57,7 +57,7 @@ import numpy as np
 from ..errors import ModelError, ScoringError, UsageError
 from ..items.records import ChoiceScore
 from .base import Backend
-from .gguf_file import GGUFHeader, file_type_name, read_header
+from .gguf_file import GGUFHeader, file_type_name, read_header, shown
 from .identity import fingerprint, package_version
 
 log = logging.getLogger("base_bench")
@@ -139,7 +139,7 @@ def _load_error(path: Path, header: GGUFHeader) -> str:
         if "unknown model architecture" in e:
             return (
                 f"{path}: llama.cpp (llama-cpp-python {llama_cpp_version()}) does not know the model "
-                f"architecture '{header.architecture}'; a newer llama-cpp-python may"
+                f"architecture {shown(header.architecture or '')}; a newer llama-cpp-python may"
             )
         if "not within the file bounds" in e or "failed to read" in e:
             return f"{path}: the GGUF file is truncated or damaged (llama.cpp: {e.split(': ')[-1]})"
@@ -176,10 +176,12 @@ class LlamaCppBackend(Backend):
         self.expects_bos = bool(L.llama_vocab_get_add_bos(self.vocab))
         self.dtype = header.file_type or "unknown"  # as the file states it (the CLI checks --resume before loading)
         self.llama_file_type = file_type_name(L.llama_model_ftype(model_ptr))  # llama.cpp's, guessed if unstated
+        self.remember_digest = True  # False (--no-cache): the fingerprint is not kept in the cache folder
 
     @classmethod
-    def load(cls, path, device: str = "cpu", threads: int | None = None) -> LlamaCppBackend:
-        """Load the GGUF at `path` with llama.cpp; ModelError (one line) if it cannot be."""
+    def load(cls, path, device: str = "cpu", threads: int | None = None, use_cache: bool = True) -> LlamaCppBackend:
+        """Load the GGUF at `path` with llama.cpp; ModelError (one line) if it cannot be. With
+        `use_cache` False (--no-cache) its fingerprint is not remembered in the cache folder."""
         path = Path(path).expanduser()
         if not path.is_file():
             raise ModelError(f"{path}: no such GGUF file")
@@ -196,7 +198,9 @@ class LlamaCppBackend(Backend):
         model = L.llama_model_load_from_file(str(path).encode(), mp)
         if not model:
             raise ModelError(_load_error(path, header))
-        return cls(model, path, header, threads or default_threads(), n_gpu, dev)
+        backend = cls(model, path, header, threads or default_threads(), n_gpu, dev)
+        backend.remember_digest = use_cache
+        return backend
 
     @classmethod
     def from_llama(cls, llama, tokenizer=None) -> LlamaCppBackend:
@@ -274,7 +278,7 @@ class LlamaCppBackend(Backend):
         }
 
     def fingerprint(self) -> str:
-        return fingerprint(self.path)
+        return fingerprint(self.path, remember=self.remember_digest)
 
     def spec(self) -> str:
         return str(self.path)
@@ -345,10 +349,11 @@ def load_tokenizer(path, use_cache: bool = True):
     def load_entry(entry: Path):
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(str(entry))
+        return AutoTokenizer.from_pretrained(str(entry), trust_remote_code=False)  # an entry never runs code
 
     try:
-        return gguf_cache.load_tokenizer(path, fingerprint(path), convert, load_entry, use_cache=use_cache)
+        fp = fingerprint(path, remember=use_cache)
+        return gguf_cache.load_tokenizer(path, fp, convert, load_entry, use_cache=use_cache)
     except ModelError:
         raise
     except Exception as exc:  # noqa: BLE001 - one line for the user

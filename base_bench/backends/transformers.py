@@ -4,12 +4,17 @@ score it (`TransformersBackend`, with the torch scorers of transformers_scorers.
     device, dtype = resolve_device("auto"), resolve_dtype("auto", device)
     loaded = load_model("path/or/id/or/file.gguf", device, dtype, revision=None, token=None)
     loaded.model, loaded.tokenizer, loaded.info   # info: what report.json records about the model
+    located = locate_model("org/name-GGUF", gguf_file="model.Q4_K_M.gguf")      # one GGUF of a Hub repo
+    located = locate_model("org/name", model_args={"attn_implementation": "eager"})  # --model-arg
 
 A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`), and
 the converted tokenizer and weights are kept in a disk cache for the next load (gguf_cache.py;
 `use_cache=False` bypasses it); a directory is loaded as a local export; anything else is taken
 as a Hub id and fetched with huggingface_hub (see hub.py), so the resolved commit is known and
-recorded. `fingerprint` names a local file or directory by its content (for --resume and the cache).
+recorded. With `gguf_file`, only that file of the Hub repo is fetched, and from then on it is a
+local .gguf (its content fingerprint names it). `fingerprint` names a local file or directory by
+its content (for --resume and the cache). `model_args` go to the model's `from_pretrained` (not the
+tokenizer's), but for the keys base-bench sets itself (`RESERVED`, each refused naming its flag).
 
     backend = TransformersBackend(loaded.model, loaded.tokenizer)   # what evaluate() asks
 """
@@ -25,8 +30,8 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ModelError, ScoringError
-from ..items.hub import download_model
+from ..errors import ModelError, ScoringError, UsageError
+from ..items.hub import download_model, download_model_file, gguf_name_problem
 from .base import Backend
 from .identity import FINGERPRINT_SCHEME, fingerprint, package_version, weights_fingerprint
 
@@ -103,34 +108,88 @@ def classify(spec: str) -> str:
     return "hub"
 
 
+# Keyword arguments of from_pretrained that base-bench sets itself, with what to use instead.
+RESERVED = {
+    "dtype": "--dtype",
+    "torch_dtype": "--dtype",
+    "device_map": "--device-map (or --device)",
+    "max_memory": "--max-memory",
+    "offload_folder": "--offload-folder",
+    "revision": "--revision",
+    "trust_remote_code": "--trust-remote-code",
+    "gguf_file": "--gguf-file",
+    "token": "HF_TOKEN or `hf auth login`",
+    "use_auth_token": "HF_TOKEN or `hf auth login`",
+    "cache_dir": "HF_HUB_CACHE",
+    "local_files_only": "HF_HUB_OFFLINE=1",
+    "pretrained_model_name_or_path": "--model",
+}
+
+
+def check_request(gguf_file: str | None = None, model_args: dict | None = None) -> None:
+    """The checks of a model request that need no file and no network (the command line makes them
+    before anything else): UsageError for a --model-arg KEY that base-bench sets itself, naming the
+    flag to use instead, or for a --gguf-file NAME that is not a .gguf path inside a repo."""
+    for key in model_args or {}:
+        if key in RESERVED:
+            raise UsageError(f"--model-arg {key}: base-bench sets {key} itself; use {RESERVED[key]} instead")
+    why = gguf_name_problem(gguf_file) if gguf_file is not None else None
+    if why:
+        raise UsageError(why)
+
+
 @dataclass
 class Located:
-    """A model found (and, for a Hub id, downloaded) but not loaded yet."""
+    """A model found (and, for a Hub id, downloaded) but not loaded yet. `model_args` go to the
+    model's from_pretrained (--model-arg)."""
 
     spec: str
     kind: str
     where: str
     kwargs: dict
     info: dict
+    model_args: dict = field(default_factory=dict)
 
     def identity(self) -> dict:
         """What names these weights for --resume: the content fingerprint of a local file or
         directory (not its path, so a moved model still resumes), or the Hub id and commit. The
-        scheme is named too: a run started under another scheme is refused with that reason."""
+        scheme is named too: a run started under another scheme is refused with that reason. Model
+        arguments are part of it when there are any (and only then, so older runs still resume)."""
         if self.kind == "hub":
-            return {"kind": "hub", "id": self.spec, "revision": self.info["revision"]}
-        return {"kind": self.kind, "fingerprint": self.info["fingerprint"], "fingerprint_scheme": FINGERPRINT_SCHEME}
+            out = {"kind": "hub", "id": self.spec, "revision": self.info["revision"]}
+        else:
+            out = {"kind": self.kind, "fingerprint": self.info["fingerprint"], "fingerprint_scheme": FINGERPRINT_SCHEME}
+        return {**out, "model_args": self.model_args} if self.model_args else out
 
 
-def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Located:
+def locate_model(
+    spec, revision=None, token=None, trust_remote_code=False, gguf_file=None, model_args=None, use_cache=True
+) -> Located:
+    """Find (for a Hub id, download) the model `spec` names; `gguf_file` picks one GGUF of a Hub repo.
+    A local one is fingerprinted by its content, remembered in the cache folder unless `use_cache`
+    is False (--no-cache)."""
+    model_args = dict(model_args or {})
+    check_request(gguf_file, model_args)
     kind = classify(spec)
+    if gguf_file is not None and kind != "hub":
+        raise UsageError(
+            f"--gguf-file picks a file inside a Hub repo, so --model must be the repo's id (ORG/NAME), "
+            f"not {spec}; for a local GGUF, give its path to --model"
+        )
     info = {"spec": spec, "kind": kind}
     kwargs = dict(trust_remote_code=trust_remote_code)
-    if kind == "hub":
+    if kind == "hub" and not gguf_file:
         where, commit = download_model(spec, revision=revision, token=token)
         info.update(path=None, revision=commit, fingerprint=None)
     else:
-        p = Path(spec).expanduser().resolve()
+        if gguf_file:  # only that file, into the Hugging Face cache; then a local .gguf like any other
+            local, commit = download_model_file(spec, gguf_file, revision=revision, token=token)
+            p, kind = Path(local), "gguf"  # the snapshot's path, which keeps the file's name (not the blob's)
+            info.update(kind=kind, hub={"id": spec, "file": gguf_file, "revision": commit})
+        else:
+            p, commit = Path(spec).expanduser().resolve(), None
+            if revision:
+                raise ModelError("--revision applies to Hub models only, not to a local directory or file")
         if kind == "gguf":
             from .gguf_file import read_header
 
@@ -138,17 +197,20 @@ def locate_model(spec, revision=None, token=None, trust_remote_code=False) -> Lo
             where, kwargs["gguf_file"] = str(p.parent), p.name
         else:
             where = str(p)
-        if revision:
-            raise ModelError("--revision applies to Hub models only, not to a local directory or file")
-        info.update(path=str(p), revision=None, fingerprint=fingerprint(p))
-    return Located(spec, kind, where, kwargs, info)
+        info.update(path=str(p), revision=commit, fingerprint=fingerprint(p, remember=use_cache))
+    info["model_args"] = model_args
+    return Located(spec, kind, where, kwargs, info, model_args)
 
 
-def _from_pretrained(where: str, dtype, placement: dict | None = None, **kwargs):
+def _from_pretrained(where: str, dtype, placement: dict | None = None, model_args: dict | None = None, **kwargs):
+    """Tokenizer and model from `where`; `model_args` go to the model only (tokenizer options would
+    change the token ids, which the card fixes)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs, **(placement or {}))
+    model = AutoModelForCausalLM.from_pretrained(
+        where, dtype=dtype, **kwargs, **(placement or {}), **(model_args or {})
+    )
     return tokenizer, model
 
 
@@ -191,28 +253,41 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
 
     hf_logging.set_verbosity_error()
     place = placement.kwargs() if placement else None
+    args = located.model_args
     try:
         if located.kind == "gguf":
             from . import gguf_cache
 
-            trust = located.kwargs.get("trust_remote_code", False)
-            # the conversion is made whole on the CPU; the placed model is then read from the cache
-            # entry (or, with no entry, dispatched from memory)
+            def from_entry(entry):  # an entry never runs code, whatever --trust-remote-code says: it may
+                # sit on a shared disk, and a GGUF needs no remote code
+                return _from_pretrained(str(entry), dtype, placement=place, model_args=args, trust_remote_code=False)
+
+            def convert(model_args=None):
+                return _from_pretrained(located.where, dtype, model_args=model_args, **located.kwargs)
+
+            # The cache holds the plain conversion, made whole on the CPU (so its key needs no model
+            # arguments); the model is then read from the entry, placed and with the model
+            # arguments, or, with no entry, converted with them (and dispatched from memory).
             tokenizer, model, cache = gguf_cache.load(
                 Path(located.info["path"]),
                 located.info["fingerprint"],
                 dtype,
-                convert=lambda: _from_pretrained(located.where, dtype, **located.kwargs),
-                load_entry=lambda entry: _from_pretrained(str(entry), dtype, placement=place, trust_remote_code=trust),
+                convert=lambda: convert(None if use_cache else args),
+                load_entry=from_entry,
                 use_cache=use_cache,
             )
-            if placement and cache["status"] == "written":
+            if cache["status"] == "written" and (placement or args):
                 del model
-                tokenizer, model = _from_pretrained(cache["path"], dtype, placement=place, trust_remote_code=trust)
-            elif placement and cache["status"] != "hit":
+                tokenizer, model = from_entry(cache["path"])
+            elif cache["status"] not in ("hit", "disabled", "written") and args:  # converted, not cached
+                del model
+                tokenizer, model = convert(args)
+            if placement and cache["status"] not in ("hit", "written"):
                 model = _dispatch(model, placement)
         else:
-            tokenizer, model = _from_pretrained(located.where, dtype, placement=place, **located.kwargs)
+            tokenizer, model = _from_pretrained(
+                located.where, dtype, placement=place, model_args=args, **located.kwargs
+            )
             cache = {"status": "not-gguf", "path": None}
     except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
         text = str(exc).strip()
@@ -229,8 +304,10 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
     return Loaded(model, tokenizer, info)
 
 
-def load_model(spec, device, dtype, revision=None, token=None, trust_remote_code=False, use_cache=True) -> Loaded:
-    return load_located(locate_model(spec, revision, token, trust_remote_code), device, dtype, use_cache=use_cache)
+def load_model(spec, device, dtype, use_cache: bool = True, **where) -> Loaded:
+    """locate_model(spec, **where) (revision, token, trust_remote_code, gguf_file, model_args), then load_located."""
+    located = locate_model(spec, use_cache=use_cache, **where)
+    return load_located(located, device, dtype, use_cache=use_cache)
 
 
 # ---------------------------------------------------------------- a model already in memory
@@ -327,7 +404,12 @@ class TransformersBackend(Backend):
         self._tokenizer = tokenizer
 
     def describe(self) -> dict:
-        return {"model_type": getattr(self.inner.config, "model_type", None), **model_size(self.inner)}
+        config = self.inner.config
+        return {
+            "model_type": getattr(config, "model_type", None),
+            "attn_implementation": getattr(config, "_attn_implementation", None),
+            **model_size(self.inner),
+        }
 
     def fingerprint(self) -> str:
         """weights_fingerprint of the inner model (an adapter's weights included); with an adapter,
@@ -362,12 +444,20 @@ class TransformersBackend(Backend):
 
     def pick_scorer(self, longest_first, pad_id, ranks):
         """The packed scorer if it reproduces the plain one on a real batch (on every rank), else the
-        plain scorer."""
+        plain scorer. On a model with sliding-window layers the batch also holds the item that reaches
+        furthest, when it reaches past the window, so that the mask's cut to the window is checked too."""
         from ..engine.batching import attempt
         from ..engine.scoring import packing_probe
-        from .transformers_scorers import PackedScorer, PlainScorer, check_packing
+        from .transformers_scorers import PackedScorer, PlainScorer, check_packing, sliding_window
+
+        def reach(e) -> int:  # the largest position id the item is fed at
+            return len(e.context) + max(len(c) for c in e.continuations) - 1
 
         probe = packing_probe(longest_first)
+        window = sliding_window(self.model)[0]
+        far = max(longest_first, key=reach, default=None)
+        if window is not None and far is not None and reach(far) >= window and far not in probe:
+            probe.append(far)
         checked = attempt(lambda: check_packing(self.model, probe, pad_id), self.device)
         if not ranks.agree(checked is not None):
             raise ScoringError(

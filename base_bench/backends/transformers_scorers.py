@@ -2,6 +2,7 @@
 engine/scoring.py (`Encoded` items in, one `ChoiceScore` per continuation out).
 
     scorer = PackedScorer(model, pad_id)       # or PlainScorer, CachedScorer
+    scorer.row_length = 285                    # several items per row, rows up to 285 positions
     scores = scorer(batch)                     # batch: a list of engine.scoring.Encoded
     ok, diff = check_packing(model, packing_probe(order), pad_id)
 
@@ -10,11 +11,16 @@ Four scorers keep the contract:
 * `score_reference`: the card read literally, one unpadded sequence per choice. Slow; it is the
   yardstick that tests and `bench/` compare the others against.
 * `PlainScorer`: every choice is its own row in a padded batch.
-* `PackedScorer`: each item is one row, `context | cont0 | cont1 | cont2 | cont3`, with a 4D
-  attention mask so that each continuation sees the context and itself only, and position ids
-  that restart each continuation right after the context. Each context goes through the model
-  once. `check_packing` compares it with `PlainScorer` on a real batch at start-up; models that
-  ignore custom masks or position ids fail that check and the runner falls back to `PlainScorer`.
+* `PackedScorer`: each item is `context | cont0 | cont1 | cont2 | cont3`, with a 4D attention
+  mask so that each continuation sees the context and itself only, and position ids that restart
+  each continuation right after the context. Each context goes through the model once. Several
+  items share a row when the runner gives a row length (engine/packing.py): the mask is then
+  block-diagonal, one block per item, and the position ids restart at 0 for each item. On a model
+  with sliding-window layers the mask is cut to the window by position, as the model would cut
+  each item alone (a 4D mask reaches those layers as it is). `check_packing` compares it with
+  `PlainScorer` on real items at start-up, one of them alone in a row and two sharing one; models
+  that ignore custom masks or position ids fail that check and the runner falls back to
+  `PlainScorer`.
 * `CachedScorer`: the contexts fill a KV cache, which is repeated once per choice and extended by
   the continuations in a second pass. Also one pass per context; `bench/speed.py` measures it
   against packing, and the runner uses packing.
@@ -30,10 +36,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from ..engine.batching import is_oom
+from ..engine.packing import row_layout
 from ..engine.scoring import Encoded, max_abs_diff
 from ..errors import ScoringError
 from ..items.records import ChoiceScore
@@ -212,52 +220,137 @@ class PlainScorer(_BatchScorer):
         return _split(batch, tg.sums(logits, len(rows)))
 
 
-class PackedScorer(_BatchScorer):
-    """One row per item: `context | cont0 | cont1 | cont2 | cont3 | pad`, with a 4D mask."""
+@dataclass(frozen=True)
+class Packed:
+    """A packed pass, before the model: ids, position ids and which position may attend to which
+    ([rows, T, T], True where allowed), the targets, and the number of segments (one per choice)."""
 
-    name = "packed"
+    ids: torch.Tensor
+    pos: torch.Tensor
+    allowed: torch.Tensor
+    targets: _Targets
+    segments: int
 
-    @torch.no_grad()
-    def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
-        B = len(batch)
-        T = max(e.packed_length for e in batch)
-        ids = torch.full((B, T), self.pad_id, dtype=torch.long)
-        pos = torch.zeros((B, T), dtype=torch.long)
-        allowed = torch.zeros((B, T, T), dtype=torch.bool)
-        used = torch.zeros((B, T), dtype=torch.bool)
-        tg = _Targets(B, T)
-        n_seg = 0
-        for b, e in enumerate(batch):
+
+def pack_tensors(batch: Sequence[Encoded], rows: Sequence[Sequence[int]], pad_id: int = 0) -> Packed:
+    """Lay `batch` out in `rows` (indices into `batch`): each item `context | cont0[:-1] | cont1[:-1]
+    | ...` where its row's previous item ends, position ids from 0 for each item (each continuation
+    restarting right after its context), attention allowed within an item only (the context
+    causally, each continuation to the context and causally to itself), padding on the right that
+    attends to itself alone. Segments (choices) are numbered in batch order."""
+    B = len(rows)
+    T = max(sum(batch[i].packed_length for i in row) for row in rows)
+    ids = torch.full((B, T), pad_id, dtype=torch.long)
+    pos = torch.zeros((B, T), dtype=torch.long)
+    allowed = torch.zeros((B, T, T), dtype=torch.bool)
+    used = torch.zeros((B, T), dtype=torch.bool)
+    first_segment = [0] * len(batch)
+    for i in range(1, len(batch)):
+        first_segment[i] = first_segment[i - 1] + len(batch[i - 1].continuations)
+    tg = _Targets(B, T)
+    for b, row in enumerate(rows):
+        s = 0  # where the item starts in the row
+        for i in row:
+            e = batch[i]
             L = len(e.context)
-            ids[b, :L] = torch.tensor(e.context)
-            pos[b, :L] = torch.arange(L)
-            allowed[b, :L, :L] = torch.ones(L, L, dtype=torch.bool).tril()
-            off = L
-            for cont in e.continuations:
+            ids[b, s : s + L] = torch.tensor(e.context)
+            pos[b, s : s + L] = torch.arange(L)
+            allowed[b, s : s + L, s : s + L] = torch.ones(L, L, dtype=torch.bool).tril()
+            off = s + L
+            for k, cont in enumerate(e.continuations):
                 n = len(cont) - 1  # the last token is predicted, never fed
                 ids[b, off : off + n] = torch.tensor(cont[:-1], dtype=torch.long)
                 pos[b, off : off + n] = torch.arange(L, L + n)
-                allowed[b, off : off + n, :L] = True
+                allowed[b, off : off + n, s : s + L] = True
                 allowed[b, off : off + n, off : off + n] = torch.ones(n, n, dtype=torch.bool).tril()
-                for j, tok in enumerate(cont):
-                    tg.add(b, L - 1 if j == 0 else off + j - 1, tok, n_seg)
-                n_seg += 1
+                for j, tok in enumerate(cont):  # token j is predicted where the one before it was fed
+                    tg.add(b, s + L - 1 if j == 0 else off + j - 1, tok, first_segment[i] + k)
                 off += n
-            used[b, :off] = True
-        # Padding positions attend to themselves, so no attention row is empty (an empty row
-        # gives NaN, and NaN times a zero weight would still leak into real rows).
-        eye = torch.eye(T, dtype=torch.bool).expand(B, T, T)
-        allowed |= eye & ~used[:, :, None]
-        mask = torch.zeros((B, 1, T, T), dtype=self.dtype)
-        mask.masked_fill_(~allowed[:, None], torch.finfo(self.dtype).min)
+            s = off
+        used[b, :s] = True
+    # Padding positions attend to themselves, so no attention row is empty (an empty row gives NaN,
+    # and NaN times a zero weight would still leak into real rows).
+    allowed |= torch.eye(T, dtype=torch.bool).expand(B, T, T) & ~used[:, :, None]
+    return Packed(ids, pos, allowed, tg, first_segment[-1] + len(batch[-1].continuations))
+
+
+def window_mask(pos: torch.Tensor, window: int) -> torch.Tensor:
+    """[rows, T, T]: True where the key's position is less than `window` before the query's, as a
+    sliding-window layer's own mask allows (positions, not columns: each item counts from 0)."""
+    return (pos[:, :, None] - pos[:, None, :]) < window
+
+
+class PackedScorer(_BatchScorer):
+    """Rows of whole items, each `context | cont0 | cont1 | cont2 | cont3`, under a 4D mask.
+
+    `row_length` None puts each item in a row of its own. An int packs several items into a row
+    (engine/packing.py `row_layout`: first fit in the order given, under the batch's longest item
+    or under `row_length`, whichever feeds fewer positions); the runner sets it to the run's row
+    length. In a row the mask is block-diagonal, one block per item, and the position ids restart
+    at 0 for each item, so an item sees exactly what it would see alone.
+    """
+
+    name = "packed"
+
+    def __init__(self, model, pad_id: int = 0, row_length: int | None = None):
+        super().__init__(model, pad_id)
+        self.row_length = row_length
+        self.window, self.window_layers = sliding_window(model)
+
+    @torch.no_grad()
+    def __call__(self, batch: Sequence[Encoded]) -> list[list[ChoiceScore]]:
+        return self.score_rows(batch, row_layout([e.packed_length for e in batch], self.row_length))
+
+    @torch.no_grad()
+    def score_rows(self, batch: Sequence[Encoded], rows: Sequence[Sequence[int]]) -> list[list[ChoiceScore]]:
+        """Score `batch` laid out in `rows` (lists of indices into `batch`, each row's items in order)."""
+        if not batch:
+            return []
+        p = pack_tensors(batch, rows, self.pad_id)
+        mask = self._mask(p.allowed)
+        if self.window is not None and int(p.pos.max()) >= self.window:
+            # A 4D mask is taken as it is, also by sliding-window layers: cut it to the window here,
+            # by position, as the model's own mask would cut each item alone.
+            windowed = self._mask(p.allowed & window_mask(p.pos, self.window))
+            if self.window_layers is None:
+                mask = windowed
+            else:
+                mask = {kind: windowed if kind == "sliding_attention" else mask for kind in self.window_layers}
         logits = self._logits_at(
-            tg.keep,
-            input_ids=ids.to(self.device),
-            attention_mask=mask.to(self.device),
-            position_ids=pos.to(self.device),
+            p.targets.keep,
+            input_ids=p.ids.to(self.device),
+            attention_mask=mask,
+            position_ids=p.pos.to(self.device),
             use_cache=False,
         )
-        return _split(batch, tg.sums(logits, n_seg))
+        return _split(batch, p.targets.sums(logits, p.segments))
+
+    def _mask(self, allowed: torch.Tensor) -> torch.Tensor:
+        """The additive [B, 1, T, T] mask in the model's dtype, on its device."""
+        mask = torch.zeros((allowed.shape[0], 1, *allowed.shape[1:]), dtype=self.dtype)
+        mask.masked_fill_(~allowed[:, None], torch.finfo(self.dtype).min)
+        return mask.to(self.device)
+
+
+def sliding_window(model) -> tuple[int | None, tuple[str, ...] | None]:
+    """(window, layer kinds) of a model with sliding-window attention layers; (None, None) without.
+
+    The kinds are the model's `layer_types` (as in Gemma 3: "sliding_attention" and
+    "full_attention"), whose forward then takes one mask per kind; None when every layer slides
+    (Mistral), which takes one mask."""
+    cfg = unwrap(model).config
+    cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    window = getattr(cfg, "sliding_window", None)
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        return None, None
+    types = getattr(cfg, "layer_types", None)
+    if types:
+        if "sliding_attention" not in types:
+            return None, None
+        return window, tuple(sorted(set(types)))
+    if getattr(cfg, "use_sliding_window", True) is False:
+        return None, None
+    return window, None
 
 
 class CachedScorer(_BatchScorer):
@@ -328,12 +421,22 @@ class CachedScorer(_BatchScorer):
         return _split(batch, sums)
 
 
+def probe_rows(n: int) -> list[list[int]]:
+    """The rows `check_packing` lays its probe out in: the first item alone (padded when the others
+    together are longer), the others together in one row (padded when the first is longer)."""
+    return [[0], list(range(1, n))] if n > 1 else [[0]] if n else []
+
+
 def check_packing(model, batch: Sequence[Encoded], pad_id: int = 0) -> tuple[bool, float]:
-    """Does the packed path agree with the plain path on this batch? Returns (ok, max |delta|)."""
+    """Does the packed path agree with the plain path on this batch? Returns (ok, max |delta|).
+
+    The packed pass puts the first item in a row of its own and all the others into one row
+    (`probe_rows`), so both padding and several items in one row (block-diagonal mask, position ids
+    restarting per item) are checked in one forward pass."""
     dtype = next(model.parameters()).dtype
     tol = 1e-3 if dtype == torch.float32 else 0.25
     try:
-        packed = PackedScorer(model, pad_id)(batch)
+        packed = PackedScorer(model, pad_id).score_rows(batch, probe_rows(len(batch)))
     except Exception as exc:  # a model that rejects 4D masks or position ids
         if is_oom(exc):
             raise

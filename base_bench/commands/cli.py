@@ -25,10 +25,31 @@ from pathlib import Path
 from ..engine.distributed import rank_from_env
 from ..errors import BaseBenchError, StorageError
 from ..items import card
+from ..items.datasource import HUB
 from ..version import __version__
-from .cliargs import DEVICE_MAPS, EXIT_STORAGE, EXIT_USAGE, Parser, fail, max_memory, positive_int
+from .cliargs import (
+    DEVICE_MAPS,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+    Parser,
+    add_data_flags,
+    add_key_value_flag,
+    data_choice,
+    fail,
+    key_values,
+    max_memory,
+    positive_float,
+    positive_int,
+)
 
 SUBCOMMANDS = ("compare", "leaderboard", "trajectory", "contamination")
+SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
+SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
+VLLM_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--vllm-arg")
+# flags that say where and how torch places the model: --device first (llama.cpp takes that one)
+PLACEMENT_FLAGS = (
+    "--device", "--dtype", "--device-map", "--max-memory", "--offload-folder", "--revision", "--trust-remote-code",
+)  # fmt: skip
 
 
 def _batch_size(text):
@@ -58,9 +79,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend",
         default="transformers",
-        choices=["transformers", "llama.cpp"],
-        help="what computes the scores: transformers (torch; a .gguf is dequantized, the default) or "
-        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]')",
+        choices=["transformers", "llama.cpp", "server", "vllm"],
+        help="what computes the scores: transformers (torch; a .gguf is dequantized, the default), "
+        "llama.cpp (a .gguf run by llama.cpp's own quantized kernels; needs pip install -e '.[llama]'), "
+        "server (a model behind an OpenAI-compatible /v1/completions server such as vLLM, at --base-url; "
+        "--model is then its served name), or vllm (a Hub id or a model directory run by vLLM in this "
+        "process; needs vLLM in its own venv)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="with --backend server: the server's OpenAI-compatible root, e.g. http://127.0.0.1:8000/v1",
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="DIR|HUB_ID|FILE.gguf",
+        help="with --backend server: the served model's tokenizer (default: the model root the server "
+        "reports in /v1/models, where that is a folder here or a Hub id)",
+    )
+    p.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="with --backend server: the environment variable that holds the server's API key (sent as a "
+        "bearer token; never printed or written)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=positive_int("--concurrency"),
+        metavar="N",
+        help=f"with --backend server: requests in flight at once (default {SERVER_CONCURRENCY}); scores do not depend on it",
+    )
+    p.add_argument(
+        "--request-timeout",
+        type=positive_float("--request-timeout"),
+        metavar="S",
+        help=f"with --backend server: seconds one request may take before it is tried again (default {SERVER_TIMEOUT:g})",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=positive_int("--max-retries", low=0),
+        metavar="N",
+        help="with --backend server: how many times a request that failed (no connection, a timeout, HTTP 429 "
+        f"or 5xx) is tried again, waiting twice as long each time (default {SERVER_RETRIES})",
     )
     p.add_argument(
         "--device",
@@ -82,13 +142,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU threads for torch, or for llama.cpp with --backend llama.cpp (default: torch's own "
         "choice, the physical cores)",
     )
-    p.add_argument(
+    per_pass = p.add_mutually_exclusive_group()
+    per_pass.add_argument(
         "--batch-size",
         type=_batch_size,
-        default=8,
         metavar="N",
         help="items per forward pass (default 8, i.e. up to 32 continuations); 'auto' searches for the "
-        "largest that fits on a GPU and uses 8 on a CPU. Scores do not depend on it",
+        "largest token budget that fits on a GPU and uses 8 items on a CPU. Scores do not depend on it",
+    )
+    per_pass.add_argument(
+        "--batch-tokens",
+        type=positive_int("--batch-tokens"),
+        metavar="N",
+        help="instead of --batch-size: at most N positions fed per forward pass (rows times the longest "
+        "row, padding included), with several items packed into each row. Scores do not depend on it",
     )
     p.add_argument(
         "--out-dir",
@@ -102,13 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="continue the run in --out-dir, scoring only unfinished items; refused if the model, "
         "data or scoring settings differ from the ones it was started with",
     )
-    p.add_argument(
-        "--local-data",
-        metavar="DIR",
-        help="read DIR/data/test.jsonl (or DIR itself, if it is a JSONL file) instead of downloading the gated Hub "
-        "dataset; a file that "
-        "differs from the card's official checksum or counts makes the run non-official",
-    )
+    add_data_flags(p, default=HUB)
     p.add_argument(
         "--limit",
         type=positive_int("--limit"),
@@ -124,6 +185,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--revision",
         metavar="REV",
         help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded",
+    )
+    p.add_argument(
+        "--gguf-file",
+        metavar="NAME",
+        help="with a Hub id as --model: score the GGUF file NAME of that repo (model.Q4_K_M.gguf, or "
+        "sub/model.gguf), fetched alone into the Hugging Face cache; either backend",
+    )
+    add_key_value_flag(
+        p,
+        "--model-arg",
+        "a keyword argument for the model's from_pretrained, e.g. attn_implementation=sdpa, or with "
+        "--backend vllm for vllm.LLM (recorded in the report and checked by --resume)",
     )
     p.add_argument(
         "--peft",
@@ -161,8 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-cache",
         action="store_true",
-        help="for a .gguf model, neither read nor write the cache of converted models "
-        "(default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
+        help="neither read nor write the cache folder: converted .gguf models, and the remembered digests "
+        "of model files (default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
     )
     p.add_argument(
         "--dist-timeout",
@@ -172,12 +245,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="under torchrun: seconds to wait for the other ranks at the rendezvous and at each "
         "collective before giving up (default 600)",
     )
+    p.add_argument(
+        "--tensor-parallel-size",
+        type=positive_int("--tensor-parallel-size"),
+        metavar="N",
+        help="with --backend vllm: split each layer over N GPUs (vLLM's tensor parallelism; default 1)",
+    )
+    p.add_argument(
+        "--pipeline-parallel-size",
+        type=positive_int("--pipeline-parallel-size"),
+        metavar="N",
+        help="with --backend vllm: split the layers into N stages (vLLM's pipeline parallelism; default 1)",
+    )
+    add_key_value_flag(
+        p,
+        "--vllm-arg",
+        "with --backend vllm: a keyword argument for vllm.LLM, e.g. max_model_len=4096 or "
+        "gpu_memory_utilization=0.8 (--model-arg does the same there)",
+    )
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
 
-def default_out_dir(model: str, peft: str | None = None) -> Path:
-    """runs/<model name>[-<adapter name>]-base-bench-1.1: an adapter's run does not land on its base model's."""
+def default_out_dir(model: str, peft: str | None = None, gguf_file: str | None = None) -> Path:
+    """runs/<model name>[-<adapter name>]-base-bench-1.1: an adapter's run does not land on its base
+    model's. With --gguf-file the model name is the file's, so two quantisations of a repo do not collide."""
 
     def short(spec: str) -> str:
         name = Path(spec.rstrip("/")).name
@@ -185,27 +277,38 @@ def default_out_dir(model: str, peft: str | None = None) -> Path:
             name = name[:-5]
         return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-").lower() or "model"
 
-    name = short(model) + (f"-{short(peft)}" if peft else "")
+    name = short(gguf_file or model) + (f"-{short(peft)}" if peft else "")
     return Path("runs") / f"{name}-base-bench-{card.VERSION}"
 
 
 def resolve_out_dir(args) -> Path:
-    return Path(args.out_dir).expanduser() if args.out_dir else default_out_dir(args.model, getattr(args, "peft", None))
+    if args.out_dir:
+        return Path(args.out_dir).expanduser()
+    return default_out_dir(args.model, getattr(args, "peft", None), getattr(args, "gguf_file", None))
 
 
 def run(args) -> int:
+    """Check the flags, name the data (the first line a run says), load the model, score, report."""
+    from ..backends.transformers import check_request
+
     _check_peft(args)
+    model_args = key_values(args.model_arg, "--model-arg")
+    _check_server_flags(args, model_args)
+    _check_vllm_flags(args)
     if args.backend == "llama.cpp":
-        return run_llama_cpp(args)
+        return run_llama_cpp(args, model_args)
+    if args.backend == "server":
+        return run_server(args)
+    if args.backend == "vllm":
+        return run_vllm(args, model_args)
+    check_request(args.gguf_file, model_args)
     import torch
 
     from ..backends.adapters import apply_adapter, locate_adapter
     from ..backends.transformers import dtype_name, load_located, locate_model, resolve_device, resolve_dtype
     from ..engine.distributed import init_from_env, world_from_env
     from ..engine.runstore import RunStore
-    from ..evaluation import evaluate, run_signature
-    from ..items.datasource import HUB, open_data
-    from ..results.report import summary_lines
+    from ..evaluation import run_signature
 
     out_dir = resolve_out_dir(args)
     placement = _placement(args, world_from_env())
@@ -213,14 +316,24 @@ def run(args) -> int:
     ranks, owned = init_from_env(device.type, args.dist_timeout)
     try:
         with ranks.together():  # everything that can fail before minutes of model loading
-            source = open_data(args.local_data if args.local_data else HUB)
+            source = _open_data(args)
             dtype = resolve_dtype(args.dtype, device)
             if args.threads:
                 torch.set_num_threads(args.threads)
             located = locate_model(
-                args.model, revision=args.revision, token=source.token, trust_remote_code=args.trust_remote_code
+                args.model,
+                revision=args.revision,
+                token=source.token,
+                trust_remote_code=args.trust_remote_code,
+                gguf_file=args.gguf_file,
+                model_args=model_args,
+                use_cache=not args.no_cache,
             )
-            adapter = locate_adapter(args.peft, args.peft_revision, source.token) if args.peft else None
+            adapter = (
+                locate_adapter(args.peft, args.peft_revision, source.token, use_cache=not args.no_cache)
+                if args.peft
+                else None
+            )
             identity = located.identity() if adapter is None else {**located.identity(), "adapter": adapter.identity()}
             if ranks.is_main:  # the same check evaluate() makes, before the model is loaded
                 RunStore(out_dir).check(
@@ -238,27 +351,44 @@ def run(args) -> int:
             "load_s": round(time.perf_counter() - t0, 3),
             **({"adapter": adapter.info} if adapter else {}),
         }
-        report = evaluate(
-            model,
-            loaded.tokenizer,
-            source,
-            limit=args.limit,
-            batch_size=args.batch_size,
-            add_bos=args.add_bos,
-            out_dir=out_dir,
-            resume=args.resume,
-            progress=True,
-            model_info=info,
-        )
-        if ranks.is_main:
-            print("\n".join(summary_lines(report)))
-            print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-        return 0
+        return _score(args, model, loaded.tokenizer, source, out_dir, info, speak=ranks.is_main)
     finally:
         if owned:
             from ..engine.distributed import leave
 
             leave(failed=sys.exc_info()[0] is not None)
+
+
+def _open_data(args):
+    """The data that --data (or --local-data) names, the card's Hub file without either; the line
+    naming it is the first a run says (rank 0's notes)."""
+    from ..items.datasource import open_data
+
+    return open_data(data_choice(args, HUB), say=logging.getLogger("base_bench").info)
+
+
+def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: bool = True) -> int:
+    """evaluate() with the run's flags, then the summary and where the files went (by rank 0)."""
+    from ..evaluation import evaluate
+    from ..results.report import summary_lines
+
+    report = evaluate(
+        model,
+        tokenizer,
+        source,
+        limit=args.limit,
+        batch_size=args.batch_size,
+        batch_tokens=args.batch_tokens,
+        add_bos=args.add_bos,
+        out_dir=out_dir,
+        resume=args.resume,
+        progress=True,
+        model_info=info,
+    )
+    if speak:
+        print("\n".join(summary_lines(report)))
+        print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+    return 0
 
 
 def _check_peft(args) -> None:
@@ -275,48 +405,43 @@ def _check_peft(args) -> None:
         )
 
 
-def run_llama_cpp(args) -> int:
-    """--backend llama.cpp: the GGUF file run by llama.cpp, scored by the same evaluate()."""
+def run_llama_cpp(args, model_args: dict) -> int:
+    """--backend llama.cpp: the GGUF file (a local one, or --gguf-file of a Hub repo) run by
+    llama.cpp, scored by the same evaluate()."""
     from ..backends.gguf_file import read_header
     from ..backends.llama_cpp import LlamaCppBackend, gpu_offload, load_tokenizer
-    from ..backends.transformers import locate_model
+    from ..backends.transformers import check_request, locate_model
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
-    from ..evaluation import evaluate, run_signature
-    from ..items.datasource import HUB, open_data
-    from ..results.report import summary_lines
+    from ..evaluation import run_signature
 
-    unused = [
-        flag
-        for flag, given in (
-            ("--dtype", args.dtype != "auto"),
-            ("--device-map", args.device_map),
-            ("--max-memory", args.max_memory),
-            ("--offload-folder", args.offload_folder),
-            ("--revision", args.revision),
-            ("--trust-remote-code", args.trust_remote_code),
-        )
-        if given
-    ]
-    if unused:
+    _refuse_flags(
+        args,
+        tuple(f for f in PLACEMENT_FLAGS[1:] if not (f == "--revision" and args.gguf_file)),
+        ", which runs the GGUF file as it is quantized, on --device",
+    )
+    if model_args:
         raise UsageError(
-            f"{', '.join(unused)} {'does' if len(unused) == 1 else 'do'} not apply to --backend llama.cpp, "
-            "which runs the GGUF file as it is quantized, on --device"
+            "--model-arg passes keyword arguments to transformers' from_pretrained; --backend llama.cpp "
+            "loads the GGUF with fixed settings that keep its scores exact, and takes none"
         )
     if world_from_env() > 1:
         raise UsageError(
             "--backend llama.cpp runs in one process; torchrun is for the transformers backend "
             "(give llama.cpp more cores with --threads)"
         )
+    check_request(args.gguf_file)
     out_dir = resolve_out_dir(args)
-    source = open_data(args.local_data if args.local_data else HUB)
-    if not args.model.lower().endswith(".gguf"):
+    source = _open_data(args)
+    if not args.gguf_file and not args.model.lower().endswith(".gguf"):
         raise UsageError(
-            f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one "
-            "(use --backend transformers for a Hub id or a model directory)"
+            f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one (give a Hub repo's "
+            "file with --gguf-file NAME, or use --backend transformers for a Hub id or a model directory)"
         )
-    located = locate_model(args.model)
+    located = locate_model(
+        args.model, revision=args.revision, token=source.token, gguf_file=args.gguf_file, use_cache=not args.no_cache
+    )
     header = read_header(Path(located.info["path"]))  # not a GGUF, truncated: one line, before loading
     device = gpu_offload(args.device)[2]
     RunStore(out_dir).check(
@@ -326,31 +451,176 @@ def run_llama_cpp(args) -> int:
         args.resume,
     )
     t0 = time.perf_counter()
-    backend = LlamaCppBackend.load(located.info["path"], device=args.device, threads=args.threads)
+    backend = LlamaCppBackend.load(
+        located.info["path"], device=args.device, threads=args.threads, use_cache=not args.no_cache
+    )
     tokenizer, cache = load_tokenizer(located.info["path"], use_cache=not args.no_cache)
     info = {
         **located.info,
         "cache": cache,
-        "revision_requested": None,
+        "revision_requested": args.revision,
         "trust_remote_code": False,
         "identity": located.identity(),
         "load_s": round(time.perf_counter() - t0, 3),
     }
-    report = evaluate(
-        backend,
-        tokenizer,
-        source,
-        limit=args.limit,
-        batch_size=args.batch_size,
-        add_bos=args.add_bos,
-        out_dir=out_dir,
-        resume=args.resume,
-        progress=True,
-        model_info=info,
+    return _score(args, backend, tokenizer, source, out_dir, info)
+
+
+def _check_server_flags(args, model_args: dict) -> None:
+    """The server flags go with --backend server, which needs --base-url and computes nothing here
+    (so it takes none of the flags that say how to load or place a model)."""
+    from ..errors import UsageError
+
+    given = [f"--{f.replace('_', '-')}" for f in SERVER_FLAGS if getattr(args, f, None) is not None]
+    if args.backend != "server":
+        if given:
+            raise UsageError(f"{', '.join(given)} only work{'s' if len(given) == 1 else ''} with --backend server")
+        return
+    if not args.base_url:
+        raise UsageError("--backend server needs --base-url, the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
+    _refuse_flags(args, (*PLACEMENT_FLAGS, "--threads", "--gguf-file"), ": the server runs the model as it was started")
+    if model_args:
+        raise UsageError(
+            "--model-arg does not apply to --backend server: the server loaded the model as it was started"
+        )
+
+
+def _refuse_flags(args, flags: tuple[str, ...], why: str) -> None:
+    """UsageError naming those of `flags` that were given, which do not apply to args.backend (`why`)."""
+    from ..errors import UsageError
+
+    defaults = {"--device": "auto", "--dtype": "auto"}
+    given = [f for f in flags if getattr(args, f[2:].replace("-", "_")) not in (None, False, [], defaults.get(f))]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} {'does' if len(given) == 1 else 'do'} not apply to --backend {args.backend}{why}"
+        )
+
+
+def run_server(args) -> int:
+    """--backend server: a model behind an OpenAI-compatible server, scored by the same evaluate().
+    Everything that can refuse the run (the server, its model, the tokenizer, --resume, the server
+    check) is done before evaluate() writes anything."""
+    from ..backends.server import ServerBackend
+    from ..engine.distributed import world_from_env
+    from ..engine.runstore import RunStore
+    from ..errors import UsageError
+    from ..evaluation import run_signature
+
+    if world_from_env() > 1:
+        raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
+    out_dir = resolve_out_dir(args)
+    t0 = time.perf_counter()
+    backend = ServerBackend(
+        args.base_url,
+        args.model,
+        args.tokenizer,
+        api_key_env=args.api_key_env,
+        concurrency=args.concurrency or SERVER_CONCURRENCY,
+        request_timeout=args.request_timeout or SERVER_TIMEOUT,
+        max_retries=SERVER_RETRIES if args.max_retries is None else args.max_retries,
     )
-    print("\n".join(summary_lines(report)))
-    print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
-    return 0
+    try:
+        source = _open_data(args)
+        backend.open()
+        signature = run_signature(
+            backend.identity(), source.dataset.sha256, args.add_bos, backend.dtype, backend.device, backend.name
+        )
+        RunStore(out_dir).check(signature, args.resume)
+        items = source.dataset.items[: args.limit] if args.limit else source.dataset.items
+        tokenize = backend.check_tokenizer(items)
+        backend.check()
+        info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
+        return _score(args, backend, backend.tokenizer, source, out_dir, info)
+    finally:
+        backend.close()
+
+
+def _check_vllm_flags(args) -> None:
+    """--tensor-parallel-size, --pipeline-parallel-size and --vllm-arg belong to --backend vllm."""
+    if getattr(args, "backend", "transformers") == "vllm":
+        return
+    _refuse_flags(args, VLLM_FLAGS, "; they are for --backend vllm")
+
+
+def run_vllm(args, model_args: dict) -> int:
+    """--backend vllm: a Hub id or a model directory run by vllm.LLM in this process, scored by the
+    same evaluate(). Everything that can be refused is checked before the engine starts (minutes)."""
+    import torch
+
+    from ..backends import vllm as vb
+    from ..backends.transformers import classify, dtype_name, locate_model, resolve_dtype
+    from ..engine.distributed import world_from_env
+    from ..engine.runstore import RunStore
+    from ..errors import ModelError, UsageError
+    from ..evaluation import run_signature
+
+    _refuse_flags(
+        args,
+        ("--threads", "--device-map", "--max-memory", "--offload-folder", "--gguf-file"),
+        ", which places the model and sets its threads itself (see --tensor-parallel-size, "
+        "--pipeline-parallel-size and --vllm-arg)",
+    )
+    if world_from_env() > 1:
+        raise UsageError(
+            "--backend vllm runs in one process and spreads the model itself: use --tensor-parallel-size "
+            "and --pipeline-parallel-size, not torchrun"
+        )
+    vllm_args = key_values(args.vllm_arg, "--vllm-arg")
+    both = sorted(set(model_args) & set(vllm_args))
+    if both:
+        raise UsageError(f"{both[0]} is given by both --model-arg and --vllm-arg; give it once")
+    vllm_args = vb.check_vllm_args({**model_args, **vllm_args})
+    vb.check_model_kind(classify(args.model), args.model)  # a GGUF: one line, before vLLM is imported
+    vb.check_vllm_args(vllm_args, vb.engine_arg_names(vb.import_vllm()))
+    device = vb.device_type()
+    if args.device not in ("auto", device):
+        raise UsageError(
+            f"--device {args.device}: this vLLM ({vb.vllm_version()}) computes on {device}; drop --device "
+            "(pick GPUs with CUDA_VISIBLE_DEVICES)"
+        )
+    out_dir = resolve_out_dir(args)
+    source = _open_data(args)
+    located = locate_model(
+        args.model,
+        revision=args.revision,
+        token=source.token,
+        trust_remote_code=args.trust_remote_code,
+        use_cache=not args.no_cache,
+    )
+    dtype = dtype_name(resolve_dtype(args.dtype, torch.device(device)))
+    tokenizer = vb.load_tokenizer(located.where, args.trust_remote_code)
+    identity = vb.run_identity(located.identity(), tokenizer, vllm_args)
+    RunStore(out_dir).check(
+        run_signature(identity, source.dataset.sha256, args.add_bos, dtype, device, "vllm"), args.resume
+    )
+    t0 = time.perf_counter()
+    backend = vb.VllmBackend.load(
+        located.where,
+        tokenizer,
+        spec=args.model,
+        dtype=dtype,
+        tensor_parallel_size=args.tensor_parallel_size or 1,
+        pipeline_parallel_size=args.pipeline_parallel_size or 1,
+        vllm_args=vllm_args,
+        trust_remote_code=args.trust_remote_code,
+    )
+    try:
+        if backend.dtype != dtype:
+            raise ModelError(
+                f"vLLM runs {args.model} in {backend.dtype}, not the {dtype} asked for; pass --dtype {backend.dtype}"
+            )
+        info = {
+            **located.info,
+            "cache": {"status": "not-gguf", "path": None},
+            "revision_requested": args.revision,
+            "trust_remote_code": bool(args.trust_remote_code),
+            "identity": identity,
+            "load_s": round(time.perf_counter() - t0, 3),
+        }
+        return _score(args, backend, tokenizer, source, out_dir, info)
+    finally:
+        backend.close()
 
 
 def _placement(args, world: int):

@@ -6,6 +6,11 @@
     return fail(exc)                 # one `base-bench: error: ...` line; EXIT_STORAGE for a StorageError,
                                      # else EXIT_USAGE
     print(printable(text))           # text from files others made: no terminal escape reaches the screen
+    add_key_value_flag(p, "--model-arg", "passed to from_pretrained")   # repeatable KEY=VALUE
+    key_values(args.model_arg, "--model-arg")    # {"attn_implementation": "eager"}; a repeated KEY refused
+    add_data_flags(p, default="hub")             # --data bundled|hub|PATH, and --local-data DIR
+    spec = data_choice(args, default="hub")      # "bundled", "hub" or a Path, as open_data takes it
+    p.add_argument("--max-line-bytes", type=byte_count("--max-line-bytes"))   # 67108864 or 64MiB
 
 The subcommands (`cli`, `compare`, `leaderboard`, `trajectory`) import from here, never from each
 other.
@@ -14,25 +19,61 @@ other.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
+from pathlib import Path
 
-from ..errors import StorageError
+from ..errors import StorageError, UsageError
+from ..items.datasource import BUNDLED, HUB
 
 EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in use by another process)
 EXIT_STORAGE = 74  # EX_IOERR of sysexits.h: a run file could not be written (disk full, I/O error)
 
 
-def positive_int(name: str):
-    """An argparse type: a whole number of at least 1, with a message naming the flag."""
+def positive_int(name: str, low: int = 1):
+    """An argparse type: a whole number of at least `low` (1 unless given), with a message naming the flag."""
 
     def parse(text):
         try:
             v = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{name} takes a whole number, not {text!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"{name} must be {low} or more, not {v}")
+        return v
+
+    return parse
+
+
+def positive_float(name: str):
+    """An argparse type: a finite number above 0, with a message naming the flag."""
+
+    def parse(text):
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} takes a number, not {text!r}") from None
+        if not 0 < v < float("inf"):
+            raise argparse.ArgumentTypeError(f"{name} must be a number above 0, not {text}")
+        return v
+
+    return parse
+
+
+_UNITS = {"": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+
+
+def byte_count(name: str):
+    """An argparse type: a number of bytes of at least 1, plain or with KiB, MiB or GiB (`64MiB`)."""
+
+    def parse(text):
+        m = re.fullmatch(r"\s*(\d+)\s*([kmg]ib)?\s*", text, re.IGNORECASE)
+        if not m:
+            raise argparse.ArgumentTypeError(f"{name} takes a number of bytes (e.g. 67108864 or 64MiB), not {text!r}")
+        v = int(m.group(1)) * _UNITS[(m.group(2) or "").lower()]
         if v < 1:
-            raise argparse.ArgumentTypeError(f"{name} must be 1 or more, not {v}")
+            raise argparse.ArgumentTypeError(f"{name} must be 1 or more, not {text!r}")
         return v
 
     return parse
@@ -101,6 +142,102 @@ def max_memory(text: str) -> dict:
     if not out:
         raise argparse.ArgumentTypeError("--max-memory is empty")
     return out
+
+
+KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _no_constant(name: str):
+    raise ValueError(name)  # NaN, Infinity, -Infinity: not JSON, so kept as text
+
+
+def key_value_arg(flag: str):
+    """An argparse type for a repeatable `FLAG KEY=VALUE`: (KEY, VALUE). Declare such a flag with
+    `add_key_value_flag(p, "--vllm-arg", help)` and read it with `key_values(args.vllm_arg, "--vllm-arg")`.
+
+    KEY is what comes before the first "=", and must be a Python identifier (it becomes a keyword
+    argument). VALUE, all that follows it, is read as JSON when it parses as JSON, else kept as the
+    text it is: `true` is True, `2` is 2, `0.5` is 0.5, `null` is None, `[1, 2]` a list,
+    `{"type": "linear", "factor": 2.0}` a dict, `'"2"'` (quoted for the shell) the string "2";
+    `eager`, `04:00:00` and the empty text stay strings, as do NaN and Infinity (not JSON).
+    A bad pair gets one line naming the flag, which shows the KEY but never the VALUE (it may be a
+    secret). Repeated keys are for `key_values` to refuse."""
+
+    def parse(text: str):
+        key, sep, value = text.partition("=")
+        if not sep or not KEY.fullmatch(key):
+            shown = f"{key}=..." if sep else text  # never the value: it may be a secret
+            raise argparse.ArgumentTypeError(
+                f"{flag} takes KEY=VALUE with KEY a Python identifier (e.g. {flag} attn_implementation=sdpa), "
+                f"not {shown!r}"
+            )
+        try:
+            return key, json.loads(value, parse_constant=_no_constant)
+        except ValueError:
+            return key, value
+
+    return parse
+
+
+def add_key_value_flag(p: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """A repeatable `flag KEY=VALUE` (`key_value_arg`), read back as a dict with
+    `key_values(args.<dest>, flag)`; `help` says what the pairs are for."""
+    p.add_argument(
+        flag,
+        action="append",
+        default=[],
+        type=key_value_arg(flag),
+        metavar="KEY=VALUE",
+        help=f"{help}; repeat it for more. VALUE is read as JSON when it parses, else as text",
+    )
+
+
+def key_values(pairs, flag: str) -> dict:
+    """The (KEY, VALUE) pairs of a repeated `key_value_arg` flag as a dict; UsageError for a KEY given twice."""
+    out: dict = {}
+    for key, value in pairs or []:
+        if key in out:
+            raise UsageError(f"{flag} {key}=... is given twice; give it once")
+        out[key] = value
+    return out
+
+
+def _data_arg(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("--data takes bundled, hub or a path, not an empty string")
+    return text
+
+
+def add_data_flags(p: argparse.ArgumentParser, default: str) -> None:
+    """--data bundled|hub|PATH and its older spelling --local-data DIR, read back by `data_choice`.
+    `default` ("hub" or "bundled") is what a command without either flag scores."""
+    p.add_argument(
+        "--data",
+        type=_data_arg,
+        metavar="bundled|hub|PATH",
+        help=f"the data to score (default: {default}): bundled (the set shipped in the package; not "
+        "official), hub (the gated official file, fetched with HF_TOKEN or the saved login), or a "
+        "JSONL file or a directory holding data/test.jsonl (write ./hub for a folder named hub)",
+    )
+    p.add_argument(
+        "--local-data",
+        metavar="DIR",
+        help="the card's spelling of --data DIR: read DIR/data/test.jsonl, or DIR itself if it is a "
+        "JSONL file (--local-data . in a checkout is the bundled set)",
+    )
+
+
+def data_choice(args, default: str) -> str | Path:
+    """What --data or --local-data asks for, as open_data takes it: "bundled", "hub" or a Path (so
+    that --local-data hub is the folder named hub); `default` when neither is given. Both given:
+    UsageError."""
+    if args.data is not None and args.local_data is not None:
+        raise UsageError("give --data or --local-data, not both (--local-data DIR is another spelling of --data DIR)")
+    if args.local_data is not None:
+        return Path(args.local_data)
+    if args.data is None:
+        return default
+    return args.data if args.data in (BUNDLED, HUB) else Path(args.data)
 
 
 class Parser(argparse.ArgumentParser):

@@ -240,16 +240,20 @@ def _p(p: float) -> str:
 
 
 def verdict(diff: float, ci: list[float], p: float, n: int) -> dict:
-    """Plain words for the Overall Elo difference B - A, its interval and the McNemar p."""
+    """Plain words for the Overall Elo difference B - A, its interval (of B - A, whichever run is
+    higher) and the McNemar p."""
     lo, hi = ci
     excludes_zero = lo > 0 or hi < 0
     significant = p < ALPHA
+    # The interval is always the one of B − A, as every table of the comparison gives it: turning it
+    # round to A − B when A is higher would read as the opposite sign of the line just above it.
+    stated = f"(B − A = {_num(diff, 1)}, 95% CI {_num(lo)} to {_num(hi)})"
     if round(diff) == 0:
-        head = f"A and B have the same Overall Elo to the nearest point (B − A = {_num(diff, 1)}, 95% CI {_num(lo)} to {_num(hi)})"
+        head = f"A and B have the same Overall Elo to the nearest point {stated}"
     elif diff > 0:
-        head = f"B is higher by {_num(diff)} Elo (95% CI {_num(lo)} to {_num(hi)})"
+        head = f"B is higher by {_num(diff)} Elo {stated}"
     else:
-        head = f"A is higher by {_num(-diff)} Elo (95% CI {_num(-hi)} to {_num(-lo)})"
+        head = f"A is higher by {_num(-diff)} Elo {stated}"
     if excludes_zero and significant:
         level, why = "decisive", f"the interval excludes 0 and McNemar p {_p(p)}, so this difference is decisive"
     elif not excludes_zero and not significant:

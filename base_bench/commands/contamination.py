@@ -1,6 +1,6 @@
 """`base-bench contamination scan|probe|report`: the command line of this package.
 
-    base-bench contamination scan PATH... --out-dir DIR [--local-data .] [--write-clean DIR2] [--workers N]
+    base-bench contamination scan PATH... --out-dir DIR [--data bundled] [--write-clean DIR2] [--workers N]
     base-bench contamination probe --model M [--out-dir DIR] [--candidates 999]
     base-bench contamination report RUN --scan DIR [--out-dir DIR]
 
@@ -16,8 +16,22 @@ import sys
 from pathlib import Path
 
 from ..errors import BaseBenchError
+from ..items.datasource import HUB
 from ..results.reports_io import check_outputs, write_outputs
-from .cliargs import EXIT_USAGE, Parser, add_bootstrap, add_out_dir, fail, positive_int, printable
+from .cliargs import (
+    EXIT_USAGE,
+    Parser,
+    add_bootstrap,
+    add_data_flags,
+    add_key_value_flag,
+    add_out_dir,
+    byte_count,
+    data_choice,
+    fail,
+    key_values,
+    positive_int,
+    printable,
+)
 
 COMMANDS = ("scan", "probe", "report")
 
@@ -27,6 +41,8 @@ def _out_dir(p, required: bool, what: str):
 
 
 def scan_parser() -> argparse.ArgumentParser:
+    from ..contamination.corpus import MAX_LINE_BYTES
+
     p = Parser(
         prog="base-bench contamination scan",
         description="Find the benchmark's items in a training corpus (datatrove readers, an n-gram filter built "
@@ -41,12 +57,7 @@ def scan_parser() -> argparse.ArgumentParser:
         "(one document per file), or a datasets.save_to_disk folder",
     )
     _out_dir(p, True, "contamination.json, contamination.md, documents.jsonl and the logs")
-    p.add_argument(
-        "--local-data",
-        metavar="DIR",
-        help="the items to look for, as a run takes them (--local-data . is the bundled set in a "
-        "checkout); default: the official file from the Hub",
-    )
+    add_data_flags(p, default=HUB)  # the items to look for, as a run takes them
     p.add_argument("--text-key", default="text", metavar="KEY", help="the field holding the text (default text)")
     p.add_argument("--id-key", default="id", metavar="KEY", help="the field holding a document id, if any (default id)")
     p.add_argument(
@@ -59,6 +70,15 @@ def scan_parser() -> argparse.ArgumentParser:
         "--skip-bad",
         action="store_true",
         help="note an unreadable file (or one with a bad line) in the report and go on, instead of stopping",
+    )
+    p.add_argument(
+        "--max-line-bytes",
+        type=byte_count("--max-line-bytes"),
+        default=MAX_LINE_BYTES,
+        metavar="N",
+        help="the longest line read from a JSONL file (counted after decompression), .txt file, or Parquet or "
+        "datasets text value, in bytes (or KiB, MiB, GiB: 64MiB); a longer one makes its file bad "
+        f"(stop, or note it and go on with --skip-bad); default {MAX_LINE_BYTES >> 20}MiB",
     )
     p.add_argument(
         "--workers",
@@ -79,13 +99,10 @@ def scan_parser() -> argparse.ArgumentParser:
         default="local",
         help="datatrove's LocalPipelineExecutor (default), SlurmPipelineExecutor or RayPipelineExecutor",
     )
-    p.add_argument(
+    add_key_value_flag(
+        p,
         "--executor-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="passed to the executor as a keyword argument (repeat it), e.g. partition=cpu time=04:00:00 "
-        "cpus_per_task=2 for Slurm; VALUE is read as JSON when it parses, else as text",
+        "passed to the executor as a keyword argument, e.g. partition=cpu time=04:00:00 cpus_per_task=2 for Slurm",
     )
     p.add_argument(
         "--max-documents",
@@ -115,7 +132,9 @@ def probe_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int("--threads"), metavar="N")
     p.add_argument("--revision", metavar="REV")
     p.add_argument("--trust-remote-code", action="store_true")
-    p.add_argument("--no-cache", action="store_true", help="for a .gguf model, bypass the converted-model cache")
+    p.add_argument(
+        "--no-cache", action="store_true", help="bypass the cache folder (converted .gguf models, file digests)"
+    )
     p.add_argument("--canary", metavar="TEXT", help="another canary string holding a GUID (default: the bundled set's)")
     p.add_argument(
         "--candidates",
@@ -170,7 +189,7 @@ def run_scan(args) -> int:
     rep = scan_mod.scan(
         args.paths,
         args.out_dir,
-        data=args.local_data if args.local_data else "hub",
+        data=data_choice(args, HUB),
         text_key=args.text_key,
         id_key=args.id_key,
         write_clean=args.write_clean,
@@ -178,8 +197,9 @@ def run_scan(args) -> int:
         workers=args.workers,
         tasks=args.tasks,
         executor=args.executor,
-        executor_options=scan_mod.parse_executor_options(args.executor_option),
+        executor_options=key_values(args.executor_option, "--executor-option"),
         max_documents=args.max_documents,
+        max_line_bytes=args.max_line_bytes,
         verbose=args.verbose,
         progress=print,
     )
@@ -214,7 +234,9 @@ def run_probe(args) -> int:
     dtype = resolve_dtype(args.dtype, device)
     if args.threads:
         torch.set_num_threads(args.threads)
-    located = locate_model(args.model, revision=args.revision, trust_remote_code=args.trust_remote_code)
+    located = locate_model(
+        args.model, revision=args.revision, trust_remote_code=args.trust_remote_code, use_cache=not args.no_cache
+    )
     t0 = time.perf_counter()
     loaded = load_located(located, device, dtype, use_cache=not args.no_cache)
     res = probe_canary(

@@ -17,13 +17,24 @@ import os
 import shutil
 from pathlib import Path
 
+from .corpus import MAX_LINE_BYTES, CorpusError
+
 
 def _tmp(dst: Path) -> Path:
     return dst.with_name(f".{dst.name}.part")
 
 
-def write_clean_unit(unit: dict, flagged: set, out_dir: str) -> int:
-    src, dst = Path(unit["path"]), Path(out_dir) / unit["rel"]
+def clean_path(out_dir: str, rel: str) -> Path:
+    """Where the clean copy of a unit goes: `rel` below `out_dir`, or CorpusError when `rel` is not a
+    plain relative path that stays inside it (empty, '.', absolute, or with a '..' part)."""
+    parts = Path(rel).parts
+    if not rel or Path(rel).is_absolute() or not parts or any(p in ("", ".", "..") for p in parts):
+        raise CorpusError(f"--write-clean: {rel!r} is not a path inside {out_dir}; refusing to write there")
+    return Path(out_dir) / rel
+
+
+def write_clean_unit(unit: dict, flagged: set, out_dir: str, max_line_bytes: int | None = None) -> int:
+    src, dst = Path(unit["path"]), clean_path(out_dir, unit["rel"])
     dst.parent.mkdir(parents=True, exist_ok=True)
     fmt = unit["format"]
     if fmt == "hf":
@@ -37,18 +48,20 @@ def write_clean_unit(unit: dict, flagged: set, out_dir: str) -> int:
             shutil.copyfile(src, _tmp(dst))
         os.replace(_tmp(dst), dst)
         return 0
-    return {"jsonl": _jsonl, "parquet": _parquet, "hf": _dataset}[fmt](src, dst, flagged, unit)
+    if fmt == "jsonl":
+        return _jsonl(src, dst, flagged, unit, max_line_bytes or MAX_LINE_BYTES)
+    return {"parquet": _parquet, "hf": _dataset}[fmt](src, dst, flagged, unit)
 
 
-def _jsonl(src: Path, dst: Path, flagged: set, unit: dict) -> int:
+def _jsonl(src: Path, dst: Path, flagged: set, unit: dict, max_line_bytes: int) -> int:
     import fsspec
 
-    from .corpus import lines_of
+    from .corpus import capped_lines
 
     comp = unit.get("compression")
     dropped = 0
     with fsspec.open(str(src), "rb", compression=comp) as fi, fsspec.open(str(_tmp(dst)), "wb", compression=comp) as fo:
-        for li, line in enumerate(lines_of(fi), 1):
+        for li, line in capped_lines(fi, max_line_bytes, unit.get("file", str(src))):
             if li in flagged:
                 dropped += 1
             else:

@@ -24,6 +24,8 @@ from pathlib import Path
 from ..errors import BaseBenchError
 
 JSONL_EXT = (".jsonl", ".ndjson")
+MAX_LINE_BYTES = 64 << 20  # the default cap on one line (JSONL) or document (.txt, a Parquet or Arrow text value)
+META_MAX_BYTES = 16 << 20  # a datasets folder's state.json, dataset_info.json or dataset_dict.json
 COMPRESSED = {"": None, ".gz": "gzip", ".zst": "zstd", ".zstd": "zstd"}
 FORMATS_TEXT = ".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .txt, or a datasets.save_to_disk folder"
 
@@ -80,40 +82,92 @@ def is_saved_dataset(folder: Path) -> bool:
     return (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file()
 
 
-def _dataset_files(folder: Path) -> tuple[str, ...]:
+def _read_json(f: Path, what: str):
+    """A small JSON file of a datasets folder, read up to META_MAX_BYTES; CorpusError if it is more or
+    cannot be read."""
     try:
-        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        with open(f, "rb") as fh:
+            raw = fh.read(META_MAX_BYTES + 1)
+        if len(raw) > META_MAX_BYTES:
+            raise CorpusError(f"{f}: over {META_MAX_BYTES >> 20} MiB, too big for {what}")
+        return json.loads(raw)
+    except (OSError, ValueError, RecursionError) as e:
+        raise CorpusError(f"{f}: cannot be read as {what} ({type(e).__name__})") from None
+
+
+def _plain_name(name, f: Path, what: str) -> str:
+    """`name` from the file `f` if it is one plain file or folder name (not empty, '.', '..', a path, or
+    absolute), else CorpusError: a name from a corpus file never leads out of its folder."""
+    if (
+        not isinstance(name, str)
+        or name in ("", ".", "..")
+        or any(c in name for c in "/\\\0")
+        or os.path.isabs(name)
+        or Path(name).name != name
+    ):
+        shown = repr(name)[:80]
+        raise CorpusError(f"{f}: {what} {shown} is not a plain name in its folder; refusing a path that could leave it")
+    return name
+
+
+def _dataset_files(folder: Path) -> tuple[str, ...]:
+    state = _read_json(folder / "state.json", "a datasets state.json")
+    try:
         names = [f["filename"] for f in state["_data_files"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError) as e:
         raise CorpusError(f"{folder}: a datasets folder whose state.json cannot be read ({type(e).__name__})") from None
-    files = tuple(str(folder / n) for n in names)
+    files = tuple(str(folder / _plain_name(n, folder / "state.json", "data file")) for n in names)
     for f in files:
         if not os.path.isfile(f):
             raise CorpusError(f"{folder}: state.json names {Path(f).name}, which is missing")
+        _check_inside(Path(f), folder, f"{folder}: state.json names {Path(f).name}")
     return files
 
 
 def _dataset_splits(folder: Path) -> list[Path] | None:
-    """The split folders of a DatasetDict folder, or None if it is not one."""
+    """The split folders of a DatasetDict folder, or None if it is not one. A split must be a plain
+    folder name inside it (CorpusError otherwise)."""
     f = folder / "dataset_dict.json"
     if not f.is_file():
         return None
-    try:
-        splits = json.loads(f.read_text(encoding="utf-8"))["splits"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CorpusError(f"{f}: cannot be read ({type(e).__name__})") from None
-    return [folder / s for s in splits]
+    data = _read_json(f, "a datasets dataset_dict.json")
+    splits = data.get("splits") if isinstance(data, dict) else None
+    if not isinstance(splits, list):
+        raise CorpusError(f"{f}: cannot be read (no list of splits)")
+    out = [folder / _plain_name(s, f, "split") for s in splits]
+    for p in out:
+        _check_inside(p, folder, f"{f}: split {p.name!r}")
+    return out
 
 
-def _walk(folder: Path):
-    """(path, kind) under folder, sorted: kind is 'file' or 'hf' (a saved dataset folder)."""
+def _check_inside(p: Path, folder: Path, what: str) -> None:
+    """CorpusError unless `p`, links resolved, is inside `folder` (links resolved too)."""
+    real, top = os.path.realpath(p), os.path.realpath(folder)
+    if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise CorpusError(
+            f"{what} leads to {real}, outside {folder}; a corpus is read only inside the paths given "
+            "(name that path on the command line to scan it)"
+        )
+
+
+def _walk(folder: Path, top: Path | None = None, seen: set | None = None):
+    """(path, kind) under folder, sorted: kind is 'file' or 'hf' (a saved dataset folder). Links are
+    followed only where they lead inside `top` (the folder given; CorpusError otherwise), and a folder
+    is walked once, so a link to a parent folder is no loop."""
+    top = folder if top is None else top
+    seen = set() if seen is None else seen
+    seen.add(os.path.realpath(folder))
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as e:
         raise CorpusError(f"{folder}: cannot be listed ({e.strerror or e})") from None
     for e in entries:
         p = Path(e.path)
+        if e.is_symlink():
+            _check_inside(p, top, f"{p}: a link that")
         if e.is_dir(follow_symlinks=True):
+            if os.path.realpath(p) in seen:
+                continue
             splits = _dataset_splits(p)
             if splits is not None:
                 for s in splits:
@@ -121,7 +175,7 @@ def _walk(folder: Path):
             elif is_saved_dataset(p):
                 yield p, "hf"
             else:
-                yield from _walk(p)
+                yield from _walk(p, top, seen)
         elif e.is_file(follow_symlinks=True):
             yield p, "file"
 
@@ -175,8 +229,8 @@ def discover(paths) -> Corpus:
         seen.add(real)
         ab = str(p.resolve())
         rel = os.path.relpath(ab, base)
-        if rel.startswith(".."):
-            rel = p.name
+        if rel == "." or rel == ".." or rel.startswith(".." + os.sep):  # a folder given alone, or a link
+            rel = p.resolve().name
         if kind == "hf":
             files = _dataset_files(p)
             size = sum(os.path.getsize(f) for f in files)
@@ -194,6 +248,25 @@ def discover(paths) -> Corpus:
     if not units:
         raise CorpusError(f"no corpus files in {', '.join(map(str, paths))} (expected {FORMATS_TEXT})")
     return Corpus(tuple(units), tuple(ignored))
+
+
+def capped_lines(f, max_bytes: int, name: str):
+    """(line number, line) of a binary stream, line numbers from 1, each line read with at most
+    `max_bytes` bytes (after decompression) held in memory, its newline not counted. CorpusError,
+    naming `name` and the line, for a longer one: the stream is not read further."""
+    f = lines_of(f)
+    li = 0
+    while True:
+        line = f.readline(max_bytes + 1)
+        if not line:
+            return
+        li += 1
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            raise CorpusError(
+                f"{name}: line {li} is longer than {max_bytes} bytes (--max-line-bytes); raise the cap "
+                "if such lines are expected, or pass --skip-bad to note the file and go on"
+            )
+        yield li, line
 
 
 def lines_of(f):

@@ -33,7 +33,7 @@ from pathlib import Path
 from ..errors import ReportError, UsageError
 from ..version import __version__
 from .canary import canaries_of
-from .corpus import CorpusError, discover
+from .corpus import MAX_LINE_BYTES, CorpusError, discover
 from .normalize import N_MAX, N_MIN, PERCENTILE
 from .results import DIRTY_RULE
 
@@ -66,20 +66,6 @@ def require_extra() -> None:
     ]
     if missing:
         raise UsageError(f"the corpus scan needs {', '.join(missing)}: pip install 'base-bench[contamination]'")
-
-
-def parse_executor_options(pairs) -> dict:
-    """['partition=cpu', 'cpus_per_task=4'] -> {'partition': 'cpu', 'cpus_per_task': 4} (JSON values, else text)."""
-    out = {}
-    for p in pairs or []:
-        key, sep, value = p.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--executor-option takes KEY=VALUE, not {p!r}")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
-    return out
 
 
 def check_executor_options(kind: str, options: dict) -> None:
@@ -115,6 +101,27 @@ def _inside(a: Path, b: Path) -> bool:
     return a == b or b in a.parents
 
 
+def _check_overlaps(out: Path, clean: Path | None, corpus: list[Path]) -> None:
+    """UsageError for folders that overlap where files would be lost or mixed: --out-dir and
+    --write-clean (either inside, or equal to, the other: a corpus file named documents.jsonl would
+    replace the report's, or the reverse), --write-clean and a corpus path (the clean copy would be
+    written among the files being read, or a later scan would read it), and --out-dir inside a corpus
+    folder (the flagged documents' excerpts in documents.jsonl would become part of the corpus)."""
+    if clean is not None and (_inside(out, clean) or _inside(clean, out)):
+        raise UsageError(
+            f"--out-dir {out} and --write-clean {clean} overlap; give two separate folders (the clean copy "
+            "and the report would be written over each other)"
+        )
+    for p in corpus:
+        if clean is not None and ((p.is_dir() and _inside(clean, p)) or _inside(p, clean)):
+            raise UsageError(f"--write-clean {clean} overlaps the corpus path {p}; write the clean copy elsewhere")
+        if p.is_dir() and _inside(out, p):
+            raise UsageError(
+                f"--out-dir {out} is inside the corpus path {p}; write the report elsewhere (its excerpts of "
+                "flagged documents would become part of the corpus)"
+            )
+
+
 def _item_rows(index, items) -> list[dict]:
     has = {g.item for g in index.grams if g.kind != "wrong"}
     return [
@@ -130,7 +137,7 @@ def _arrow_rows(path: str) -> int:
         return sum(b.num_rows for b in r)
 
 
-def _readers(corpus, work: Path, text_key: str, id_key: str, skip_bad: bool, skipped: list):
+def _readers(corpus, work: Path, text_key: str, id_key: str, skip_bad: bool, skipped: list, max_line_bytes: int):
     """One strict datatrove reader per format, each over its files (listed in work/paths-<fmt>.txt)."""
     from . import steps
 
@@ -167,6 +174,7 @@ def _readers(corpus, work: Path, text_key: str, id_key: str, skip_bad: bool, ski
         listing = work / f"paths-{fmt}.txt"
         listing.write_text("".join(r + "\n" for r in units), encoding="utf-8")
         kw = {} if fmt == "txt" else {"text_key": text_key, "id_key": id_key}
+        kw["max_line_bytes"] = max_line_bytes
         readers.append(classes[fmt](root, str(listing), units, str(work), skip_bad, **kw))
         n_files += len(files)
     return readers, n_files
@@ -186,11 +194,13 @@ def scan(
     executor: str = "local",
     executor_options: dict | None = None,
     max_documents: int = 20,
+    max_line_bytes: int = MAX_LINE_BYTES,
     verbose: bool = False,
     progress=None,
 ) -> dict | None:
-    """Scan `paths` for the items of `data` (None: the bundled set, "hub": the official file, or a path
-    as --local-data takes). Returns the contamination.json dict (None on Slurm, which only submits)."""
+    """Scan `paths` for the items of `data` ("bundled" or None: the bundled set, "hub": the official
+    file, or a path, as --data takes them; its line goes to `progress` first). Returns the
+    contamination.json dict (None on Slurm, which only submits)."""
     from ..items.datasource import open_data
     from .index import ItemIndex
 
@@ -200,18 +210,16 @@ def scan(
     check_executor_options(executor, options)
     if workers < 1 or (tasks is not None and tasks < 1):
         raise UsageError("--workers and --tasks must be 1 or more")
+    if max_line_bytes < 1:
+        raise UsageError("--max-line-bytes must be 1 or more")
     out = Path(out_dir).expanduser()
-    _fresh_dir(out, "--out-dir")
     clean = Path(write_clean).expanduser() if write_clean else None
+    _check_overlaps(out, clean, [Path(p).expanduser() for p in paths])
+    _fresh_dir(out, "--out-dir")
     if clean is not None:
         _fresh_dir(clean, "--write-clean")
-    source = open_data(data)
+    source = open_data(data, say=say)
     corpus = discover([str(p) for p in paths])
-    if clean is not None:
-        for p in paths:
-            p = Path(p).expanduser()
-            if (p.is_dir() and _inside(clean, p)) or _inside(p, clean):
-                raise UsageError(f"--write-clean {clean} overlaps the corpus path {p}; write the clean copy elsewhere")
     items = list(source.dataset.items)
     key = source.dataset.sha256
     if key not in _INDEXES:  # the same data file in one process (tests, notebooks) is indexed once
@@ -223,7 +231,7 @@ def scan(
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     skipped: list = []
-    readers, n_files = _readers(corpus, work, text_key, id_key, skip_bad, skipped)
+    readers, n_files = _readers(corpus, work, text_key, id_key, skip_bad, skipped, max_line_bytes)
     tasks = tasks or max(1, min(n_files, 4 * workers))
     settings = {
         "n": index.n,
@@ -244,6 +252,7 @@ def scan(
         "skip_bad": skip_bad,
         "write_clean": str(clean) if clean else None,
         "max_documents_per_item": max_documents,
+        "max_line_bytes": max_line_bytes,
         "n_grams": {k: sum(g.kind == k for g in index.grams) for k in ("context", "answer", "leak", "wrong")},
     }
     data_rec = {k: source.record[k] for k in ("source", "path", "sha256", "kind", "description")}
@@ -268,7 +277,8 @@ def scan(
     stages = [("scan", readers + [ItemNGramFilter(index, canaries, str(work))], tasks)]
     if clean is not None:
         units = [u for u in plan["corpus"]["units"]]
-        stages.append(("clean", [CleanCopy(units, str(work), str(clean))], max(1, min(len(units), tasks))))
+        clean_step = CleanCopy(units, str(work), str(clean), max_line_bytes)
+        stages.append(("clean", [clean_step], max(1, min(len(units), tasks))))
     stages.append(("report", [ScanReport(str(out))], 1))
     say(
         f"scanning {len(corpus.units)} file(s), {corpus.size / 1e6:.1f} MB, for {len(items)} items (N = {index.n}) "

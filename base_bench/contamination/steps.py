@@ -9,7 +9,9 @@ sharding over tasks, fsspec with gzip/zstd by extension); a save_to_disk folder 
 (its .arrow files are Arrow streams). Each is subclassed only to read strictly: a line that is not
 JSON, a record without the text key, a damaged gzip or Parquet file raise CorpusError with one line
 naming the file (and line), where datatrove would log a warning and skip on. With skip_bad the file
-is noted in work_dir/skipped-<format>/ and the task carries on with the next file. Every document carries
+is noted in work_dir/skipped-<format>/ and the task carries on with the next file. No line (JSONL,
+after decompression), .txt file or Parquet/Arrow text or id value longer than `max_line_bytes` is
+held in memory: it makes its file bad, like a line that is not JSON. Every document carries
 its unit number and line (JSONL, 1-based) or row (Parquet and datasets, 0-based) in its metadata,
 so the report can name it and --write-clean can drop exactly it. `.txt` files (one document each)
 have no datatrove reader; TextFileReader is a small BaseDiskReader for them.
@@ -46,7 +48,7 @@ from datatrove.utils.hashing import HashConfig
 from datatrove.utils.text import TextNormConfig
 from datatrove.utils.word_tokenizers import WordTokenizer
 
-from .corpus import CorpusError, lines_of
+from .corpus import MAX_LINE_BYTES, CorpusError, capped_lines
 from .excerpt import excerpts
 from .index import COVERING, ItemIndex
 from .normalize import normalized
@@ -115,12 +117,28 @@ def _short(exc: BaseException) -> str:
 
 
 class _Strict:
-    """What the corpus readers share: their units, strict errors, --skip-bad, and read timing."""
+    """What the corpus readers share: their units, strict errors, --skip-bad, the cap on one line or
+    value (--max-line-bytes), and read timing."""
 
-    def _setup(self, units: dict, work_dir: str, skip_bad: bool):
+    reader_options: dict = {}  # passed to the datatrove reader besides the folder, listing and keys
+
+    def __init__(
+        self,
+        data_folder,
+        paths_file,
+        units,
+        work_dir,
+        skip_bad=False,
+        text_key="text",
+        id_key="id",
+        max_line_bytes=MAX_LINE_BYTES,
+    ):
+        kw = dict(paths_file=paths_file, text_key=text_key, id_key=id_key, **self.reader_options)
+        super().__init__(data_folder, **kw)
         self.units = units  # path relative to data_folder -> {"unit", "display", ...}
         self.work_dir = work_dir
         self.skip_bad = skip_bad
+        self.max_line_bytes = max_line_bytes
         self._rank = 0
         self._skipped = None
         self.read_s = 0.0
@@ -173,10 +191,7 @@ class CorpusJsonlReader(_Strict, JsonlReader):
 
     name = "🐿 Jsonl (strict)"
     fmt = "jsonl"
-
-    def __init__(self, data_folder, paths_file, units, work_dir, skip_bad=False, text_key="text", id_key="id"):
-        super().__init__(data_folder, paths_file=paths_file, text_key=text_key, id_key=id_key, compression="infer")
-        self._setup(units, work_dir, skip_bad)
+    reader_options = {"compression": "infer"}
 
     def read_file(self, filepath: str):
         import orjson
@@ -185,8 +200,7 @@ class CorpusJsonlReader(_Strict, JsonlReader):
         t0 = time.perf_counter()
         try:
             with self.data_folder.open(filepath, "rb", compression=self.compression) as raw:
-                f = lines_of(raw)
-                for li, line in enumerate(f, 1):
+                for li, line in capped_lines(raw, self.max_line_bytes, unit["display"]):
                     if not line.strip():
                         continue
                     try:
@@ -210,6 +224,26 @@ class CorpusJsonlReader(_Strict, JsonlReader):
 class _ArrowRows:
     """Documents from Arrow record batches (Parquet, datasets' .arrow files), with their row numbers."""
 
+    def _check_lengths(self, unit, col, first_row: int) -> None:
+        """CorpusError for a text or binary value longer than the cap, before it becomes a Python string."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if col is None or not (
+            pa.types.is_string(col.type)
+            or pa.types.is_large_string(col.type)
+            or pa.types.is_binary(col.type)
+            or pa.types.is_large_binary(col.type)
+        ):
+            return
+        over = pc.greater(pc.binary_length(col), self.max_line_bytes)
+        if pc.any(over).as_py():
+            at = pc.index(over, True).as_py()
+            raise CorpusError(
+                f"{unit['display']}: row {first_row + at} holds a value longer than {self.max_line_bytes} bytes "
+                "(--max-line-bytes); raise the cap if such values are expected, or pass --skip-bad"
+            )
+
     def _rows(self, unit, batches, names, first_row: int = 0):
         if self.text_key not in names:
             raise CorpusError(
@@ -224,12 +258,13 @@ class _ArrowRows:
 
             if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type) or pa.types.is_null(col.type)):
                 raise CorpusError(f"{unit['display']}: column {self.text_key!r} holds {col.type}, not text")
-            texts = col.to_pylist()
-            ids = (
-                batch.column(batch.schema.get_field_index(self.id_key)).to_pylist()
-                if self.id_key in batch.schema.names
-                else [None] * len(texts)
+            id_col = (
+                batch.column(batch.schema.get_field_index(self.id_key)) if self.id_key in batch.schema.names else None
             )
+            for c in (col, id_col):
+                self._check_lengths(unit, c, row)
+            texts = col.to_pylist()
+            ids = id_col.to_pylist() if id_col is not None else [None] * len(texts)
             for text, doc_id in zip(texts, ids):
                 if text:
                     doc = self._doc(unit, text, row, doc_id)
@@ -246,9 +281,8 @@ class CorpusParquetReader(_Strict, _ArrowRows, ParquetReader):
     name = "📒 Parquet (strict)"
     fmt = "parquet"
 
-    def __init__(self, data_folder, paths_file, units, work_dir, skip_bad=False, text_key="text", id_key="id"):
-        super().__init__(data_folder, paths_file=paths_file, text_key=text_key, id_key=id_key)
-        self._setup(units, work_dir, skip_bad)
+    def _batch_rows(self, pf, cols: list[str]) -> int:
+        return _parquet_batch_rows(pf, cols, self.max_line_bytes, self.batch_size)
 
     def read_file(self, filepath: str):
         import pyarrow.parquet as pq
@@ -259,11 +293,26 @@ class CorpusParquetReader(_Strict, _ArrowRows, ParquetReader):
                 pf = pq.ParquetFile(f)
                 names = pf.schema_arrow.names
                 cols = [c for c in (self.text_key, self.id_key) if c in names] or None
-                yield from self._rows(unit, pf.iter_batches(batch_size=self.batch_size, columns=cols), names)
+                batches = pf.iter_batches(batch_size=self._batch_rows(pf, cols or []), columns=cols)
+                yield from self._rows(unit, batches, names)
         except CorpusError as e:
             self._bad(unit, str(e))
         except Exception as e:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError... for a damaged file
             self._bad(unit, f"{unit['display']}: not a readable Parquet file ({_short(e)})")
+
+
+def _parquet_batch_rows(pf, cols: list[str], cap: int, most: int) -> int:
+    """Rows per batch so that a batch of the read columns holds about `cap` bytes at most, by the
+    uncompressed sizes the file's footer states for them (at least 1 row, at most `most`)."""
+    meta = pf.metadata
+    paths = [meta.schema.column(i).path.split(".")[0] for i in range(meta.num_columns)]
+    rows = most
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        size = sum(rg.column(i).total_uncompressed_size for i, p in enumerate(paths) if p in cols)
+        if rg.num_rows and size > 0:
+            rows = min(rows, max(1, cap * rg.num_rows // size))
+    return max(1, rows)
 
 
 class CorpusArrowReader(_Strict, _ArrowRows, IpcReader):
@@ -271,10 +320,7 @@ class CorpusArrowReader(_Strict, _ArrowRows, IpcReader):
 
     name = "🪶 datasets folder (strict)"
     fmt = "hf"
-
-    def __init__(self, data_folder, paths_file, units, work_dir, skip_bad=False, text_key="text", id_key="id"):
-        super().__init__(data_folder, paths_file=paths_file, text_key=text_key, id_key=id_key, stream=True)
-        self._setup(units, work_dir, skip_bad)
+    reader_options = {"stream": True}
 
     def read_file(self, filepath: str):
         import pyarrow as pa
@@ -296,16 +342,19 @@ class TextFileReader(_Strict, BaseDiskReader):
     name = "📄 Text files"
     fmt = "txt"
 
-    def __init__(self, data_folder, paths_file, units, work_dir, skip_bad=False):
-        super().__init__(data_folder, paths_file=paths_file)
-        self._setup(units, work_dir, skip_bad)
-
     def read_file(self, filepath: str):
         unit = self.units[filepath]
         t0 = time.perf_counter()
         try:
             with self.data_folder.open(filepath, "rb") as f:
-                raw = f.read()
+                raw = f.read(self.max_line_bytes + 1)
+            if len(raw) > self.max_line_bytes:
+                self._bad(
+                    unit,
+                    f"{unit['display']}: longer than {self.max_line_bytes} bytes, the cap on one document "
+                    "(--max-line-bytes); raise the cap if such files are expected, or pass --skip-bad",
+                )
+                return
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:
             self._bad(unit, f"{unit['display']}: not UTF-8 text (byte {e.start})")
@@ -525,11 +574,12 @@ class CleanCopy(PipelineStep):
     name = "🧽 clean copy"
     type = "💽 - WRITER"
 
-    def __init__(self, units: list[dict], work_dir: str, out_dir: str):
+    def __init__(self, units: list[dict], work_dir: str, out_dir: str, max_line_bytes: int = MAX_LINE_BYTES):
         super().__init__()
         self.units = units
         self.work_dir = work_dir
         self.out_dir = out_dir
+        self.max_line_bytes = max_line_bytes
 
     def run(self, data=None, rank: int = 0, world_size: int = 1):
         from .clean import write_clean_unit
@@ -543,7 +593,7 @@ class CleanCopy(PipelineStep):
             if u["unit"] in skipped:
                 continue
             with self.track_time("unit"):
-                dropped = write_clean_unit(u, flagged.get(u["unit"], set()), self.out_dir)
+                dropped = write_clean_unit(u, flagged.get(u["unit"], set()), self.out_dir, self.max_line_bytes)
             self.stat_update("documents_dropped", value=dropped)
         if data:
             yield from data

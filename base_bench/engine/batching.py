@@ -1,12 +1,16 @@
-"""How many items go through the model at once: `--batch-size auto` and the back-off on out-of-memory.
+"""How much goes through the model at once: `--batch-size auto` and the back-off on out-of-memory.
 
-    bs = largest_fitting(lambda n: fits(n), upper)     # search, given a probe that says whether n fits
+    plan = auto_batching(scorer, longest_first, row_length, device)  # a packing.Batching
+    n = largest_fitting(lambda n: fits(n), upper)      # search, given a probe that says whether n fits
     out = attempt(lambda: scorer(batch), device)       # None if the accelerator ran out of memory
 
-On a GPU (cuda or mps), `auto` probes real batches of the longest items, so every later batch
-fits too: it doubles the size until a probe runs out of memory (or reaches the number of items),
-then bisects between the last size that fitted and the first that did not. During the run the
-runner still halves the size if a batch runs out of memory.
+On a GPU (cuda or mps), `auto` searches the token budget: the items are packed first-fit-decreasing
+into rows of the run's row length (engine/packing.py), and real passes of the first k rows, those
+of the longest items and so the fullest, are tried: k doubles until a pass runs out of memory (or
+holds every row), then is bisected between the last k that fitted and the first that did not. The
+budget is then k rows times their longest row, and every later pass, cut to that budget, fits too.
+During the run the runner still halves the budget if a pass runs out of memory.
+`auto_batch_size` is the same search over a number of items (one row each).
 
 On a CPU, memory is not the limit: a 2-core machine measured in bench/RESULTS.md scores fastest at
 8 items per pass, because larger batches add padding and memory traffic without using the cores
@@ -18,10 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from .packing import Batching, pack_rows
+
 T = TypeVar("T")
 
 CPU_AUTO = 8
-GPU_UPPER = 512  # the search never tries more items per pass than this
+GPU_UPPER = 512  # the search never tries more rows (or items) per pass than this
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -96,3 +102,30 @@ def auto_batch_size(
         lambda n: agree(attempt(lambda: score(longest_first[:n]), device) is not None),
         min(len(longest_first), GPU_UPPER),
     )
+
+
+def auto_batch_tokens(
+    score: Callable[[list], object], longest_first: list, row_length: int, device, agree: Callable[[bool], bool] = bool
+) -> int:
+    """The largest token budget that fits: passes of the first k rows of a first-fit-decreasing
+    packing up to `row_length` are scored for the largest k that does not run out of memory, and the
+    budget is those k rows times their longest row (0 when not even one row fits). The scorer must
+    already pack rows up to `row_length` (packing.row_layout). Under several ranks `agree` makes each
+    probe's verdict common."""
+    rows = pack_rows(longest_first, row_length)
+    k = largest_fitting(
+        lambda n: agree(attempt(lambda: score([e for row in rows[:n] for e in row]), device) is not None),
+        min(len(rows), GPU_UPPER),
+    )
+    return k * max((sum(e.packed_length for e in row) for row in rows[:k]), default=0)
+
+
+def auto_batching(
+    score: Callable[[list], object], longest_first: list, row_length: int, device, agree: Callable[[bool], bool] = bool
+) -> Batching | None:
+    """`--batch-size auto`: CPU_AUTO items per pass on a CPU; on a GPU the largest token budget
+    that fits (`auto_batch_tokens`); None when not even one row fits."""
+    if device.type not in ("cuda", "mps"):
+        return Batching(items=CPU_AUTO)
+    budget = auto_batch_tokens(score, longest_first, row_length, device, agree)
+    return Batching(tokens=budget) if budget else None

@@ -24,13 +24,14 @@ forward is a collective that all ranks must join.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from ..errors import BaseBenchError, DistributedError
+from .packing import Batching, batch_cost
 
 
 @dataclass(frozen=True)
@@ -136,25 +137,22 @@ def error_class(name: str) -> type:
     return cls if isinstance(cls, type) and issubclass(cls, BaseBenchError) else DistributedError
 
 
-def batch_cost(batch: Sequence) -> int:
-    """Tokens a packed batch feeds the model, padding included."""
-    return len(batch) * max(e.packed_length for e in batch)
-
-
 def make_batches(ordered: Sequence, batch_size: int) -> list[list]:
-    """Consecutive batches of a length-sorted list, as one process cuts them."""
-    return [list(ordered[i : i + batch_size]) for i in range(0, len(ordered), batch_size)]
+    """Consecutive batches of a length-sorted list, as one process cuts them at `batch_size` items."""
+    return Batching(items=batch_size).cut(ordered, 0)
 
 
-def share(batches: Sequence[list], world: int) -> list[list[list]]:
-    """Deal batches to `world` ranks, largest cost first, each to the least-loaded rank (ties to the
-    lowest rank); each rank keeps its batches in the given order."""
+def share(batches: Sequence[list], world: int, cost: Callable[[Sequence], int] = batch_cost) -> list[list[list]]:
+    """Deal batches to `world` ranks, largest `cost` first (the positions a batch feeds, padding
+    included), each to the least-loaded rank (ties to the lowest rank); each rank keeps its batches
+    in the given order."""
     load = [0] * world
     owner = [0] * len(batches)
-    for i in sorted(range(len(batches)), key=lambda i: -batch_cost(batches[i])):
+    costs = [cost(b) for b in batches]
+    for i in sorted(range(len(batches)), key=lambda i: -costs[i]):
         r = min(range(world), key=lambda r: (load[r], r))
         owner[i] = r
-        load[r] += batch_cost(batches[i])
+        load[r] += costs[i]
     return [[b for b, o in zip(batches, owner) if o == r] for r in range(world)]
 
 

@@ -3,6 +3,7 @@
     enc = encode_item(tokenizer, item, add_bos=False, window=2048)   # an `Encoded` item
     order = length_order(encoded)                                     # longest packed row first
     scores = score_in_batches(backend_scorer, encoded, batch_size=8)  # [[ChoiceScore] * 4] per item
+    scores = score_in_batches(backend_scorer, encoded, batch_tokens=4096)  # rows packed full
 
 The model contract
 ------------------
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 
 from ..errors import ScoringError
 from ..items.records import ChoiceScore, Item
+from .packing import Batching
 
 
 @dataclass(frozen=True)
@@ -79,14 +81,33 @@ def length_order(encs: Sequence[Encoded]) -> list[int]:
     return sorted(range(len(encs)), key=lambda i: (-encs[i].packed_length, encs[i].id))
 
 
-def score_in_batches(scorer, encs: Sequence[Encoded], batch_size: int) -> list[list[ChoiceScore]]:
-    """Score `encs` in length-sorted batches of `batch_size`; results come back in input order."""
-    order = length_order(encs)
+def score_in_batches(
+    scorer, encs: Sequence[Encoded], batch_size: int | None = None, *, batch_tokens: int | None = None
+) -> list[list[ChoiceScore]]:
+    """Score `encs` as the runner does: `batch_size` items per pass, or at most `batch_tokens` fed
+    positions per pass (give one), with a packed scorer's rows up to the longest item's packed
+    length (engine/packing.py). Results come back in input order."""
+    plan = Batching(items=batch_size, tokens=batch_tokens)
+    if not encs:
+        return []
+    order = [encs[i] for i in length_order(encs)]
+    row_length = order[0].packed_length
+    set_row_length(scorer, plan.row_capacity(row_length))
+    where: dict[int, list[int]] = {}
+    for i, e in enumerate(encs):
+        where.setdefault(id(e), []).append(i)
     got = {}
-    for s in range(0, len(order), batch_size):
-        idx = order[s : s + batch_size]
-        got.update(zip(idx, scorer([encs[i] for i in idx])))
+    for batch in plan.cut(order, row_length):
+        for e, scores in zip(batch, scorer(batch)):
+            got[where[id(e)].pop()] = scores
     return [got[i] for i in range(len(encs))]
+
+
+def set_row_length(scorer, row_length: int) -> None:
+    """Tell a scorer that packs several items into a row (one with a `row_length`) how long its
+    rows may be; other scorers take one item at a time and are left as they are."""
+    if hasattr(scorer, "row_length"):
+        scorer.row_length = row_length
 
 
 def max_abs_diff(a: Sequence[Sequence[ChoiceScore]], b: Sequence[Sequence[ChoiceScore]]) -> float:
@@ -94,6 +115,8 @@ def max_abs_diff(a: Sequence[Sequence[ChoiceScore]], b: Sequence[Sequence[Choice
 
 
 def packing_probe(order: Sequence[Encoded]) -> list[Encoded]:
-    """The real batch `check_packing` runs on: a median-length item and the shortest one (from a
-    length-sorted list), so padding is exercised while the plain path, four rows per item, stays cheap."""
-    return list(dict.fromkeys([order[len(order) // 2], order[-1]])) if order else []
+    """The real batch `check_packing` runs on: a median-length item and the two shortest (from a
+    length-sorted list). The check puts the median item in a row of its own and the two shortest
+    together in another, so padding and several items in one row are both exercised while the plain
+    path, four rows per item, stays cheap."""
+    return list(dict.fromkeys([order[len(order) // 2], *order[-2:][::-1]])) if order else []

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from ..evaluation import evaluate
+from ..evaluation import check_arguments, evaluate
 from ..results.report import dumps, render_markdown
 from ..results.reports_io import write_atomic
 
@@ -58,11 +58,13 @@ class BaseBenchCallback(TrainerCallback):
 
     trainer        the Trainer the callback is added to (used to log, and for its tokenizer)
     tokenizer      defaults to `trainer.processing_class`
-    data           as `evaluate` takes it: None (bundled set), a path, or "hub"
+    data           as `evaluate` takes it: "bundled" or None (the bundled set, the default: no
+                   network, no token), "hub" (the official gated file), or a path
     out_dir        where `step-<N>/report.json` go; None logs only
     every_n_steps  also score every N optimizer steps (None: only when the Trainer evaluates)
     on_evaluate    score when the Trainer evaluates (default True)
-    limit, batch_size, add_bos, progress   passed to `evaluate`
+    limit, batch_size, batch_tokens, add_bos, progress   passed to `evaluate` (give batch_size or
+                   batch_tokens, not both; neither: 8 items per pass)
     """
 
     def __init__(
@@ -75,19 +77,27 @@ class BaseBenchCallback(TrainerCallback):
         every_n_steps: int | None = None,
         on_evaluate: bool = True,
         limit: int | None = None,
-        batch_size: int | str = 8,
+        batch_size: int | str | None = None,
+        batch_tokens: int | None = None,
         add_bos: bool = False,
         progress: bool = False,
     ):
         if every_n_steps is not None and (not isinstance(every_n_steps, int) or every_n_steps < 1):
             raise ValueError(f"every_n_steps must be a whole number of 1 or more, or None; got {every_n_steps!r}")
+        check_arguments(limit, batch_size, batch_tokens)  # now, not at the first evaluation hours later
         self.trainer = trainer
         self.tokenizer = tokenizer
         self.data = data
         self.out_dir = Path(out_dir).expanduser() if out_dir is not None else None
         self.every_n_steps = every_n_steps
         self.score_on_evaluate = on_evaluate
-        self.options = {"limit": limit, "batch_size": batch_size, "add_bos": add_bos, "progress": progress}
+        self.options = {
+            "limit": limit,
+            "batch_size": batch_size,
+            "batch_tokens": batch_tokens,
+            "add_bos": add_bos,
+            "progress": progress,
+        }
         self.scored_steps: list[int] = []
 
     def on_step_end(self, args, state, control, model=None, **kwargs):

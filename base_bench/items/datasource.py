@@ -1,9 +1,14 @@
 """Which data a run scores, and whether that lets it be official.
 
-    source = open_data(None)                 # the bundled set shipped inside the package
+    source = open_data("bundled")            # the bundled set shipped inside the package (also None)
     source = open_data("path/to/test.jsonl") # a file, or a directory holding data/test.jsonl
     source = open_data("hub")                # the gated official file, fetched from the Hub
+    source = open_data("hub", say=print)     # ... saying first, in one line, which data it scores
     source.dataset.items, source.record, source.reasons
+
+The two words are the data selector's values everywhere (`--data bundled|hub|PATH`, `evaluate(data=...)`,
+the Trainer callback); any other string, and any `Path`, is a file or a directory (so a folder that is
+named `hub` is `./hub`, or `Path("hub")`).
 
 Everything is checked here, before any model is loaded: the schema (a bad file raises DataError),
 the card's composition and the checksum. The Hub file must match the card exactly, or it is refused;
@@ -19,7 +24,9 @@ from pathlib import Path
 from . import card
 from .dataset import BUNDLED_NAME, DataError, Dataset, bundled_path, load_dataset_file
 
+BUNDLED = "bundled"
 HUB = "hub"
+HUB_LINE = f"data: the official {card.HUB_DATASET} file: {card.HUB_DATA_FILE} from the Hugging Face Hub (gated)"
 
 
 @dataclass(frozen=True)
@@ -43,23 +50,29 @@ def local_data_file(where: str | Path) -> Path:
     return base
 
 
-def open_data(spec: str | Path | None = None, *, fetch=None) -> DataSource:
-    """Load and check the data named by `spec`: None (bundled), "hub", or a local file or directory.
+def open_data(spec: str | Path | None = None, *, fetch=None, say=None) -> DataSource:
+    """Load and check the data named by `spec`: None or "bundled" (the bundled set), "hub", or a
+    local file or directory.
 
-    `fetch` replaces the Hub download (tests); by default it is hub.fetch_official_data.
+    `say`, if given, is called once with the line that names the data (`data_line`): before the
+    download for the Hub (which may prompt for a token or show a progress bar), else once the file
+    is read and checked, so that the line can say what it turned out to be. `fetch` replaces the Hub
+    download (tests); by default it is hub.fetch_official_data.
     """
     token = None
-    if spec is None:
+    if spec is None or (isinstance(spec, str) and spec == BUNDLED):
         path, source = bundled_path(), "bundled"
     elif isinstance(spec, str) and spec == HUB:
         if fetch is None:
             from .hub import fetch_official_data as fetch
+        if say:
+            say(HUB_LINE)
         hub_path, token = fetch()
         path, source = Path(hub_path), "hub"
     elif isinstance(spec, (str, Path)):
         path, source = local_data_file(spec), "local"
     else:
-        raise DataError(f"data must be None (the bundled set), 'hub', or a path; got {type(spec).__name__}")
+        raise DataError(f"data must be 'bundled' (or None), 'hub', or a path; got {type(spec).__name__}")
     ds = load_dataset_file(path)
     problems = ds.composition_problems()
     kind = ds.source_kind()
@@ -89,4 +102,16 @@ def open_data(spec: str | Path | None = None, *, fetch=None) -> DataSource:
         "n_items_in_file": len(ds.items),
         "composition_problems": problems,
     }
+    if say and source != "hub":
+        say(data_line(record))
     return DataSource(ds, record, tuple(reasons), token)
+
+
+def data_line(record: dict) -> str:
+    """The one line that says which data a run scores, from report.json's data block."""
+    what = {
+        "official": f"the official {card.HUB_DATASET} file",
+        "bundled": "the bundled set (base-bench's own items; its Elo is not comparable with official results)",
+        "modified": "modified or unknown data (neither the official nor the bundled checksum; not official)",
+    }[record["kind"]]
+    return f"data: {what}: {record['path']}, SHA-256 {record['sha256'][:12]}…"

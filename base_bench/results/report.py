@@ -244,6 +244,13 @@ def _note_lines(cfg: dict) -> list[str]:
     return [line for n in notes for line in ("", f"> {md_text(n[0].upper() + n[1:])}")]
 
 
+def _batch_text(cfg: dict) -> str:
+    """How the run was cut into passes: "batch size 8", or "at most 4096 tokens per pass"."""
+    if cfg.get("batch_tokens") is not None:
+        return f"at most {cfg['batch_tokens']} tokens per pass"
+    return f"batch size {cfg['batch_size']}"
+
+
 def render_markdown(report: dict) -> str:
     cfg, data, res = report["config"], report["data"], report["results"]
     o = res["overall"]
@@ -260,8 +267,8 @@ def render_markdown(report: dict) -> str:
         "",
         f"Data: {m(data['description'])}, {md_code(data['path'])}, SHA-256 {md_code(data['sha256'])}.",
         f"Model: {md_code(cfg['model']['spec'])} (revision {m(cfg['model'].get('revision') or 'n/a')}), "
-        f"device {m(cfg['device'])}, dtype {m(cfg['dtype'])}, add_bos {m(cfg['add_bos'])}, batch size "
-        f"{m(cfg['batch_size'])}, scorer {m(cfg['scorer'])}, base-bench {m(cfg['runner_version'])}.",
+        f"device {m(cfg['device'])}, dtype {m(cfg['dtype'])}, add_bos {m(cfg['add_bos'])}, {m(_batch_text(cfg))}, "
+        f"scorer {m(cfg['scorer'])}, base-bench {m(cfg['runner_version'])}.",
         *_adapter_lines(cfg["model"].get("adapter")),
         *([f"Training step {report['training_step']}."] if "training_step" in report else []),
         *_note_lines(cfg),

@@ -1,0 +1,798 @@
+"""The server backend: a model behind an OpenAI-compatible `/v1/completions` server (vLLM, SGLang,
+a hosted completions API), scored through its prompt log-probs.
+
+    backend = ServerBackend.connect("http://127.0.0.1:8000/v1", "smollm2", api_key_env="MY_KEY",
+                                    concurrency=16)   # /v1/models, the tokenizer, the server check
+    report = evaluate(backend, backend.tokenizer)
+    backend.close()
+
+What is sent: the token ids `encode_item` makes with the model's own tokenizer (context and
+continuation tokenized apart, as the card says), one prompt per choice, several prompts per request,
+`max_tokens: 1`, and either vLLM's `prompt_logprobs: 0` (where the server offers it and it equals
+the echoed values exactly) or `echo: true, logprobs: 0`. The tokenizer is `--tokenizer` (a folder,
+a Hub id or a .gguf file), by default the model root that `/v1/models` reports, where that is a
+folder here or a Hub id.
+
+Before any item is scored (and before anything is written), `connect` (or `open` then `check`):
+- reads `/v1/models` (the served name, its root, its max_model_len) and `/version` where offered;
+- probes one request for the protocol (prompt_logprobs or echo), refusing a server that will not
+  take token-id prompts (llama-cpp-python's answers HTTP 500);
+- runs the server check (`prompt_logprobs.check_engine`): one log-prob per prompt token, the copy
+  and alignment tests, and invariance to batching and cached prefixes;
+and `check_tokenizer(items)` compares the tokenizer with the server's `/tokenize` on every text
+(where offered). While scoring, the token strings the server echoes are compared with the
+tokenizer's too. A mismatch is refused, naming the item.
+
+Faults: connection errors, timeouts (`request_timeout` seconds per request, all of it), HTTP 429
+and 5xx are retried up to `max_retries` times, with exponential backoff (BACKOFF_BASE doubling, at
+most BACKOFF_CAP, honouring Retry-After) and jitter; then one line names the server and the last
+status. Other statuses fail at once. Requests run concurrently on one asyncio loop; SIGINT and
+SIGTERM cancel the requests in flight (their connections are closed) before the CLI's handler
+stops the run. The API key is read from the environment variable `api_key_env` names; it is sent
+as a bearer token and never printed, logged or written (text from the server is scrubbed of it
+too), and the URL is shown without credentials or query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import random
+import re
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from ..errors import ModelError, ServerError, UsageError
+from .base import Backend
+from .identity import package_version, tokenizer_fingerprint
+from .prompt_logprobs import KNOWN, EngineCheckError, PromptScorer, check_engine
+
+log = logging.getLogger("base_bench")
+
+BACKOFF_BASE = 0.5  # seconds before the first retry; doubled for each next one
+BACKOFF_CAP = 30.0  # the longest wait between two tries (Retry-After included)
+RETRY_STATUS = {408, 409, 425, 429}  # plus every 5xx
+MAX_PROMPTS_PER_REQUEST = 16
+MAX_RESPONSE_BYTES = 256 << 20  # an answer larger than this is refused, not read
+MAX_MODEL_LEN = 1 << 24  # a max_model_len above this is not believed
+
+
+@dataclass(frozen=True)
+class ServedDevice:
+    """Where a served model computes, for evaluate(): not a torch device, so no out-of-memory
+    handling applies, `--batch-size auto` takes the CPU value, and the report says "server"."""
+
+    type: str = "server"
+
+    def __str__(self) -> str:
+        return self.type
+
+
+def public_url(url: str) -> str:
+    """`url` without user, password, query or fragment: what messages and the report show."""
+    p = urlsplit(url)
+    host = p.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{p.port}" if p.port else "")
+    return urlunsplit((p.scheme, netloc, p.path.rstrip("/"), "", ""))
+
+
+class _TokenMismatch(Exception):
+    """The server's string for a prompt token is not the tokenizer's (prompt index, position, ours, theirs)."""
+
+    def __init__(self, prompt: int, pos: int, token: int, ours: str, theirs: str):
+        super().__init__(prompt, pos, token, ours, theirs)
+        self.prompt, self.pos, self.token, self.ours, self.theirs = prompt, pos, token, ours, theirs
+
+    def line(self, where: str) -> str:
+        return (
+            f"the tokenizer does not match the server's: token {self.pos} of the prompt, id {self.token}, "
+            f"is {self.ours!r} in the tokenizer and {self.theirs!r} on the server; pass the served model's "
+            "own tokenizer with --tokenizer"
+        )
+
+
+class ServerBackend(Backend):
+    """A model served over HTTP, as the Backend `evaluate()` asks (see backends/base.py)."""
+
+    name = "server"
+    device = ServedDevice()
+    dtype = "served"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        tokenizer=None,
+        *,
+        api_key_env: str | None = None,
+        concurrency: int = 4,
+        request_timeout: float = 120.0,
+        max_retries: int = 5,
+        backoff: tuple[float, float] = (BACKOFF_BASE, BACKOFF_CAP),
+    ):
+        """`tokenizer`: a transformers tokenizer, or where to load one (a folder, a Hub id, a .gguf
+        file); None takes the model root the server reports. Nothing is sent until `open`."""
+        p = urlsplit(base_url or "")
+        if p.scheme not in ("http", "https") or not p.hostname:
+            raise UsageError(f"--base-url {public_url(base_url or '')!r} is not an http:// or https:// URL")
+        for name, v, low in (("--concurrency", concurrency, 1), ("--max-retries", max_retries, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise UsageError(f"{name} must be a whole number of {low} or more, not {v!r}")
+        if not (isinstance(request_timeout, (int, float)) and 0 < request_timeout < math.inf):
+            raise UsageError(f"--request-timeout must be a number of seconds above 0, not {request_timeout!r}")
+        self.base_url = base_url.rstrip("/")
+        self.url = public_url(base_url)
+        self.where = f"the server at {self.url}"
+        self.served_model = model
+        self.concurrency = concurrency
+        self.request_timeout = float(request_timeout)
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self._key = _read_key(api_key_env)
+        self.api_key_env = api_key_env
+        self._tokenizer_spec = tokenizer if isinstance(tokenizer, (str, Path)) or tokenizer is None else None
+        self.tokenizer = None if self._tokenizer_spec is not None or tokenizer is None else tokenizer
+        self.root: str | None = None
+        self.server_version: str | None = None
+        self.system_fingerprint: str | None = None
+        self.protocol: str | None = None  # "prompt_logprobs" or "echo", found by the probe
+        self.check_record: dict | None = None
+        self.tokenizer_source: str | None = None
+        self.tokenize_offered: bool | None = None
+        self.counts = {"requests": 0, "retries": 0, "prompts": 0}
+        self._loop = asyncio.new_event_loop()
+        self._http = None
+        self._strings: dict[int, tuple[str, ...]] = {}
+
+    # ------------------------------------------------------------------ connecting
+
+    @classmethod
+    def connect(cls, base_url: str, model: str, tokenizer=None, **kwargs) -> ServerBackend:
+        """`open` and `check`: a backend whose server passed the server check."""
+        backend = cls(base_url, model, tokenizer, **kwargs)
+        try:
+            backend.open()
+            backend.check()
+        except BaseException:
+            backend.close()
+            raise
+        return backend
+
+    def open(self) -> None:
+        """Read /v1/models (and /version where offered) and load the tokenizer. No scoring request."""
+        models = self._run(self._get_json(f"{self.base_url}/models", "/v1/models"))
+        entries = models.get("data") if isinstance(models, dict) else None
+        if not isinstance(entries, list):
+            raise ServerError(
+                f"{self.where} answered /v1/models without a model list; is it an OpenAI-compatible /v1 root?"
+            )
+        entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.served_model), None)
+        if entry is None:
+            names = [str(e.get("id"))[:100] for e in entries[:10] if isinstance(e, dict)]
+            raise UsageError(
+                f"{self.where} does not serve {self.served_model!r}; it serves {', '.join(map(repr, names)) or 'nothing'} "
+                "(pass one of those with --model)"
+            )
+        root = entry.get("root")
+        self.root = root if isinstance(root, str) and 0 < len(root) < 4096 else None
+        max_len = entry.get("max_model_len")
+        if isinstance(max_len, int) and not isinstance(max_len, bool) and 1 < max_len <= MAX_MODEL_LEN:
+            self.window = max_len - 1  # room for the one generated token every request asks for
+        self.server_version = self._run(self._version())
+        if self.tokenizer is None:
+            self.tokenizer, self.tokenizer_source = _load_tokenizer(self._tokenizer_spec, self.root, self.where)
+        else:
+            self.tokenizer_source = "given"
+        self.vocab_size = len(self.tokenizer)
+        from .transformers import tokenizer_adds_bos
+
+        self.expects_bos = tokenizer_adds_bos(self.tokenizer)
+        self.model_name = self.root
+
+    def check(self) -> dict:
+        """The protocol probe, then the server check (prompt_logprobs.check_engine); the record the
+        report keeps. EngineCheckError (one line) when the server fails it."""
+        if self.check_record is not None:
+            return self.check_record
+        if self.tokenizer is None:
+            self.open()
+        probe = self._probe()
+        avoid = sorted(set(self.tokenizer.all_special_ids) | set(getattr(self.tokenizer, "added_tokens_decoder", {})))
+        try:
+            record = check_engine(self.logprobs, self.vocab_size, avoid=avoid, label=self.where)
+        except _TokenMismatch as m:
+            raise ModelError(f"{self.where}: {m.line(self.where)}") from None
+        self.check_record = {**record, "protocol": probe}
+        return self.check_record
+
+    def _probe(self) -> dict:
+        """One request that finds how to read prompt log-probs: vLLM's prompt_logprobs where the server
+        offers them and they equal the echoed values exactly, else the echoed ones. A server that
+        will not take a token-id prompt is refused here."""
+        ids = _probe_ids(self.tokenizer)
+        body = {**self._body([ids]), "echo": True, "logprobs": 0}
+        note = None
+        try:
+            try:
+                reply = self._run(self._post("/completions", {**body, "prompt_logprobs": 0}))
+            except ServerError as exc:
+                if exc.status not in (400, 422):
+                    raise
+                note = f"refused (HTTP {exc.status})"  # a strict server that does not know the field
+                reply = self._run(self._post("/completions", body))
+        except ServerError as exc:
+            if exc.status not in (400, 422, 500):
+                raise
+            raise EngineCheckError(
+                f"{self.where} refused a prompt given as token ids ({_clip(exc.detail, 160)}); base-bench sends the token "
+                f"ids of the card's tokenization, so the server must take them; {KNOWN}"
+            ) from None
+        choice = _choices(reply, 1, self.where)[0]
+        self.system_fingerprint = _short(reply.get("system_fingerprint"))
+        echoed = _echo_values(choice, len(ids))
+        offered = choice.get("prompt_logprobs")
+        self.protocol = "echo"
+        if note is None and not isinstance(offered, list):
+            note = "not offered"
+        elif note is None:
+            try:
+                values = _prompt_logprob_values(offered, ids, self.where)
+            except EngineCheckError as exc:
+                values, note = None, f"not usable: {exc}"
+            if values is not None and values != echoed:
+                note = "differs from the echoed log-probs"
+            elif values is not None:
+                self.protocol, note = "prompt_logprobs", "offered, equal to the echoed log-probs"
+        return {"protocol": self.protocol, "prompt_logprobs": note}
+
+    def check_tokenizer(self, items) -> dict:
+        """Compare the tokenizer with the server's /tokenize on every text of `items` (context and
+        each continuation, no special tokens added); ModelError naming the first item that differs.
+        A server without /tokenize is checked through the token strings it echoes, while scoring."""
+        texts = [(it.id, what, text) for it in items for what, text in _texts(it)]
+        if not texts:
+            return {"tokenize": "no items"}
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        first = self._run(self._tokenize(root, texts[0][2], optional=True))
+        if first is None:
+            self.tokenize_offered = False
+            return {"tokenize": "not offered; the echoed token strings are compared instead"}
+        self.tokenize_offered = True
+        got = self._run(self._gather([self._tokenize(root, t) for _, _, t in texts]))
+        for (item, what, text), theirs in zip(texts, got):
+            ours = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            if theirs != ours:
+                at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+                raise ModelError(
+                    f"item {item}: the tokenizer does not match the server's: its {what} tokenizes to "
+                    f"{len(ours)} ids here and {len(theirs)} on the server, first differing at token {at}; pass "
+                    "the served model's own tokenizer with --tokenizer"
+                )
+        return {"tokenize": f"compared on {len(texts)} texts, all equal"}
+
+    # ------------------------------------------------------------------ what evaluate() asks
+
+    def identity(self) -> dict:
+        """What --resume checks: the server's model name, root and version, and the tokenizer."""
+        return {
+            "kind": "server",
+            "served_model": self.served_model,
+            "root": self.root,
+            "server_version": self.server_version,
+            "tokenizer": tokenizer_fingerprint(self.tokenizer),
+        }
+
+    def info(self) -> dict:
+        """config.model for the report (the CLI's model_info)."""
+        return {
+            "spec": self.served_model,
+            "kind": "server",
+            "path": None,
+            "revision": None,
+            "fingerprint": None,
+            "cache": {"status": "not-loaded", "path": None},
+            "identity": self.identity(),
+        }
+
+    def describe(self) -> dict:
+        return {
+            "server": {
+                "base_url": self.url,
+                "served_model": self.served_model,
+                "root": self.root,
+                "window": self.window,
+                "server_version": self.server_version,
+                "protocol": self.protocol,
+                "tokenizer": self.tokenizer_source if self.tokenizer is not None else None,
+                "tokenize_checked": self.tokenize_offered,
+                "concurrency": self.concurrency,
+                "request_timeout_s": self.request_timeout,
+                "max_retries": self.max_retries,
+                "api_key_env": self.api_key_env,
+            }
+        }
+
+    def fingerprint(self) -> str:
+        import hashlib
+
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def spec(self) -> str:
+        return self.served_model
+
+    def versions(self) -> dict:
+        return {
+            "server": self.server_version,
+            "system_fingerprint": self.system_fingerprint,
+            "httpx2": package_version("httpx2"),
+            "transformers": package_version("transformers"),
+            "tokenizers": package_version("tokenizers"),
+        }
+
+    def pick_scorer(self, longest_first, pad_id, ranks):
+        """The prompt-log-prob scorer, and the server check's record (run now if `check` was not)."""
+        if ranks.world > 1:
+            raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
+        record = self.check()
+        return _ServerScorer(self), record
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        if self._http is not None:
+            self._loop.run_until_complete(self._http.aclose())
+            self._http = None
+        self._loop.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    # ------------------------------------------------------------------ the engine
+
+    def logprobs(self, prompts: list[list[int]]) -> list[list[float | None]]:
+        """The `PromptLogprobs` of this server: for each prompt, None then log p(token_i | tokens_<i).
+        Raises _TokenMismatch (prompt index) when an echoed token string is not the tokenizer's."""
+        if not prompts:
+            return []
+        per = min(MAX_PROMPTS_PER_REQUEST, max(1, math.ceil(len(prompts) / self.concurrency)))
+        starts = list(range(0, len(prompts), per))
+        replies = self._run(self._gather([self._score(prompts[s : s + per], s) for s in starts]))
+        return [v for r in replies for v in r]
+
+    async def _score(self, prompts: list[list[int]], offset: int) -> list[list[float | None]]:
+        body = self._body(prompts)
+        if self.protocol == "prompt_logprobs":
+            body["prompt_logprobs"] = 0
+        else:
+            body.update(echo=True, logprobs=0)
+        reply = await self._post("/completions", body)
+        out = []
+        for k, (choice, ids) in enumerate(zip(_choices(reply, len(prompts), self.where), prompts)):
+            if self.protocol == "prompt_logprobs":
+                entries = choice.get("prompt_logprobs")
+                if not isinstance(entries, list):
+                    raise EngineCheckError(f"{self.where} stopped returning prompt_logprobs; {KNOWN}")
+                values = _prompt_logprob_values(entries, ids, self.where)
+                strings = [
+                    e.get(str(t), {}).get("decoded_token") if isinstance(e, dict) else None
+                    for e, t in zip(entries, ids)
+                ]
+            else:
+                values = _echo_values(choice, len(ids))
+                tokens = (choice.get("logprobs") or {}).get("tokens")
+                strings = tokens[: len(ids)] if isinstance(tokens, list) and len(tokens) >= len(ids) else []
+            self._compare_strings(offset + k, ids, strings)
+            out.append(values)
+        self.counts["prompts"] += len(prompts)
+        return out
+
+    def _compare_strings(self, index: int, ids: list[int], strings: list) -> None:
+        for pos, (t, s) in enumerate(zip(ids, strings)):
+            if not isinstance(s, str) or s == f"token_id:{t}" or "\ufffd" in s:
+                continue
+            ours = self._token_strings(t)
+            if any("\ufffd" in o for o in ours):
+                continue
+            if not any(s == o or s.strip(" ▁Ġ") == o.strip(" ▁Ġ") for o in ours):
+                raise _TokenMismatch(index, pos, t, ours[0], s[:40])
+
+    def _token_strings(self, t: int) -> tuple[str, ...]:
+        """The ways a server may spell token `t`: decoded alone, or as the raw vocabulary entry."""
+        if t not in self._strings:
+            raw = self.tokenizer.convert_ids_to_tokens(t) or ""
+            self._strings[t] = (
+                self.tokenizer.decode([t]),
+                raw,
+                self.tokenizer.convert_tokens_to_string([raw]) if raw else "",
+            )
+        return self._strings[t]
+
+    def _body(self, prompts: list[list[int]]) -> dict:
+        return {
+            "model": self.served_model,
+            "prompt": prompts[0] if len(prompts) == 1 else prompts,
+            "max_tokens": 1,
+            "temperature": 0,
+        }
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _client(self):
+        if self._http is None:
+            import httpx2
+
+            headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+            self._http = httpx2.AsyncClient(
+                headers=headers,
+                timeout=httpx2.Timeout(self.request_timeout),
+                limits=httpx2.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency),
+                follow_redirects=False,
+                trust_env=False,
+            )
+        return self._http
+
+    async def _get_json(self, url: str, what: str, optional: bool = False):
+        return await self._request("GET", url, None, what, optional=optional)
+
+    async def _post(self, path: str, body: dict):
+        return await self._request("POST", f"{self.base_url}{path}", body, f"/v1{path}")
+
+    async def _version(self) -> str | None:
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        try:
+            got = await self._request("GET", f"{root}/version", None, "/version", optional=True, retry=False)
+        except ServerError:
+            return None
+        return _short(got.get("version")) if isinstance(got, dict) else None
+
+    async def _tokenize(self, root: str, text: str, optional: bool = False):
+        body = {"model": self.served_model, "prompt": text, "add_special_tokens": False}
+        got = await self._request("POST", f"{root}/tokenize", body, "/tokenize", optional=optional)
+        if got is None:
+            return None
+        tokens = got.get("tokens") if isinstance(got, dict) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            if optional:
+                return None
+            raise ServerError(f"{self.where} answered /tokenize without a list of token ids")
+        return tokens
+
+    async def _request(self, method, url, body, what, *, optional=False, retry=True):
+        """JSON from one request, retried as the module docstring says. `optional`: None for a 404
+        or 405 (an endpoint the server does not have)."""
+        import httpx2
+
+        last, wait, raw = "no answer", None, b""
+        tries = self.max_retries + 1 if retry else 1
+        for attempt in range(tries):
+            if attempt:
+                self.counts["retries"] += 1
+                await asyncio.sleep(self._delay(attempt, wait))
+                wait = None
+            self.counts["requests"] += 1
+            try:
+                status, headers, raw = await asyncio.wait_for(self._send(method, url, body), self.request_timeout)
+            except (asyncio.TimeoutError, httpx2.TimeoutException):
+                last = f"no answer within {self.request_timeout:g} s"
+                continue
+            except httpx2.TransportError as exc:
+                last = f"{_transport_reason(exc)} ({type(exc).__name__})"
+                continue
+            if status in RETRY_STATUS or 500 <= status < 600:
+                last, wait = f"HTTP {status} {_reason(status)}", _retry_after(headers)
+                if status == 500 and not retry:
+                    break
+                if status == 500 and attempt == 0 and _is_validation_error(raw):
+                    break  # a validation error answered as 500 (llama-cpp-python): trying again will not help
+                continue
+            if optional and status in (404, 405):
+                return None
+            if status >= 400:
+                raise ServerError(
+                    f"{self.where} answered {what} with HTTP {status} {_reason(status)}: "
+                    f"{self._scrub(_message(raw))}{_hint(status, self.api_key_env)}",
+                    status=status,
+                    detail=f"HTTP {status}: {self._scrub(_message(raw))}",
+                )
+            try:
+                return json.loads(raw)
+            except ValueError:
+                raise ServerError(f"{self.where} answered {what} with something that is not JSON") from None
+        else:
+            raise ServerError(
+                f"{self.where} did not answer {what} after {tries} tr{'y' if tries == 1 else 'ies'}; the last: "
+                f"{self._scrub(last)}",
+                status=None,
+            )
+        raise ServerError(
+            f"{self.where} answered {what} with {last}: {self._scrub(_message(raw))}",
+            status=500,
+            detail=f"HTTP 500: {self._scrub(_message(raw))}",
+        )
+
+    async def _send(self, method, url, body) -> tuple[int, dict, bytes]:
+        async with self._client().stream(method, url, json=body) as r:
+            size = int(r.headers.get("content-length") or 0)
+            if size > MAX_RESPONSE_BYTES:
+                raise ServerError(
+                    f"{self.where} sent an answer of {size} bytes; the most base-bench reads is {MAX_RESPONSE_BYTES}"
+                )
+            chunks, size = [], 0
+            async for chunk in r.aiter_bytes():
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise ServerError(f"{self.where} sent an answer of over {MAX_RESPONSE_BYTES} bytes; refused")
+                chunks.append(chunk)
+            return r.status_code, dict(r.headers), b"".join(chunks)
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        base, cap = self.backoff
+        d = min(cap, base * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+        return max(d, min(cap, retry_after)) if retry_after else d
+
+    def _scrub(self, text: str) -> str:
+        """`text` (from the server) as one short line, the API key removed."""
+        text = " ".join(str(text).split())[:300]
+        return text.replace(self._key, "<api key>") if self._key else text
+
+    # ------------------------------------------------------------------ the event loop
+
+    async def _gather(self, coros: list):
+        """Run `coros` concurrently (at most `concurrency` at once); the first error cancels the rest."""
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(c):
+            async with sem:
+                return await c
+
+        tasks = [asyncio.ensure_future(one(c)) for c in coros]
+        try:
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for t in done:
+                if t.exception() is not None:
+                    raise t.exception()
+            return [t.result() for t in tasks]
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _run(self, coro):
+        """Run `coro` on this backend's loop. SIGINT and SIGTERM cancel it (closing the connections in
+        flight), then go on to the handler that was there before (the CLI's, which stops the run)."""
+        task = self._loop.create_task(coro)
+        got: list[int] = []
+        installed = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old = signal.getsignal(sig)
+                if old in (signal.SIG_IGN, None):
+                    continue
+                self._loop.add_signal_handler(sig, _cancel, task, got, sig)
+                installed.append((sig, old))
+        try:
+            return self._loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            if not got:
+                raise
+        finally:
+            for sig, old in installed:
+                self._loop.remove_signal_handler(sig)
+                signal.signal(sig, old)
+            if got:
+                _deliver(got[0], dict(installed)[got[0]])
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _cancel(task, got: list, sig: int) -> None:
+    if not got:
+        got.append(sig)
+    task.cancel()
+
+
+def _deliver(sig: int, handler) -> None:
+    """Hand a signal caught while requests were in flight to the handler that was there before."""
+    if callable(handler):
+        handler(sig, None)
+    elif sig == signal.SIGINT:
+        raise KeyboardInterrupt
+    signal.raise_signal(sig)
+
+
+def _read_key(env: str | None) -> str | None:
+    if env is None:
+        return None
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env or ""):
+        raise UsageError(f"--api-key-env takes the name of an environment variable, not {env[:40]!r}")
+    key = os.environ.get(env, "")
+    if not key.strip():
+        raise UsageError(f"--api-key-env {env}: the environment variable {env} is not set or is empty")
+    return key.strip()
+
+
+def _load_tokenizer(spec, root: str | None, where: str):
+    """(tokenizer, where it came from): `spec` (a folder, a .gguf file or a Hub id), else the model
+    root the server reports, where that is a folder here or a Hub id."""
+    if spec is None:
+        if not root:
+            raise UsageError(f"{where} does not say where its model comes from; pass --tokenizer DIR|HUB_ID|FILE.gguf")
+        p = Path(root).expanduser()
+        if not (p.is_dir() or p.is_file() or _looks_like_hub_id(root)):
+            raise UsageError(
+                f"{where} names its model {root[:200]!r}, which is neither a folder here nor a Hub id; pass the "
+                "model's tokenizer with --tokenizer DIR|HUB_ID|FILE.gguf"
+            )
+        spec = root
+    spec = str(spec)
+    p = Path(spec).expanduser()
+    try:
+        if spec.lower().endswith(".gguf"):
+            from .llama_cpp import load_tokenizer
+
+            if not p.is_file():
+                raise UsageError(f"--tokenizer {spec}: no such GGUF file")
+            return load_tokenizer(p)[0], spec
+        if not p.exists() and not _looks_like_hub_id(spec):
+            raise UsageError(f"--tokenizer {spec}: no such folder or file, and not a Hub id")
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        return AutoTokenizer.from_pretrained(str(p) if p.exists() else spec), spec
+    except (UsageError, ModelError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - one line for the user
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise ModelError(f"could not load the tokenizer {spec[:200]!r}: {first}") from None
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _short(v) -> str | None:
+    return v[:100] if isinstance(v, str) else None
+
+
+def _looks_like_hub_id(text: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?", text)) and not text.startswith(("/", ".", "~"))
+
+
+def _probe_ids(tokenizer) -> list[int]:
+    return list(tokenizer("The quick brown fox jumps over the lazy dog.", add_special_tokens=False)["input_ids"])
+
+
+def _texts(item):
+    yield "context", item.context
+    for k, c in enumerate(item.continuations):
+        yield f"continuation {k}", c
+
+
+def _choices(reply, n: int, where: str) -> list[dict]:
+    choices = reply.get("choices") if isinstance(reply, dict) else None
+    if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
+        got = len(choices) if isinstance(choices, list) else "no"
+        raise EngineCheckError(f"{where} answered {got} choices for {n} prompts; {KNOWN}")
+    if all(isinstance(c.get("index"), int) for c in choices):
+        choices = sorted(choices, key=lambda c: c["index"])
+    return choices
+
+
+def _echo_values(choice: dict, n: int) -> list:
+    """The echoed log-probs of the prompt's n tokens: token_logprobs without the generated token's.
+    Anything else (a shorter list, none at all) is passed on for the check to refuse."""
+    lp = choice.get("logprobs")
+    values = lp.get("token_logprobs") if isinstance(lp, dict) else None
+    if not isinstance(values, list):
+        return []
+    return values[:n] if len(values) == n + 1 else values
+
+
+def _prompt_logprob_values(entries: list, ids: list[int], where: str) -> list:
+    """vLLM's prompt_logprobs (None, then {token id: {"logprob": ...}} per position) as values,
+    refusing an entry that is not for the prompt's token at that position."""
+    if len(entries) != len(ids):
+        return [None] * len(entries)  # the check says what is wrong with the length
+    out: list = [None]
+    for i, (e, t) in enumerate(zip(entries[1:], ids[1:]), start=1):
+        v = e.get(str(t)) if isinstance(e, dict) else None
+        if not isinstance(v, dict):
+            other = list(e)[:1] if isinstance(e, dict) else e
+            raise EngineCheckError(
+                f"{where}'s prompt_logprobs at position {i} are for token {other}, not the prompt's token {t}: "
+                f"its log-probs are not aligned with the prompt; {KNOWN}"
+            )
+        out.append(v.get("logprob"))
+    return out
+
+
+def _reason(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return f"({HTTPStatus(status).phrase})"
+    except ValueError:
+        return ""
+
+
+def _message(raw: bytes) -> str:
+    """The server's own error text: the JSON error message, else the body's start."""
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        return raw[:300].decode("utf-8", errors="replace")
+    if isinstance(d, dict):
+        err = d.get("error", d.get("detail", d.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message", err)
+        return str(err)[:300]
+    return str(d)[:300]
+
+
+def _is_validation_error(raw: bytes) -> bool:
+    return bool(re.search(rb"validation error|valid string|Input should be", raw[:4000], flags=re.I))
+
+
+def _hint(status: int, env: str | None) -> str:
+    if status in (401, 403):
+        return f" (the key comes from ${env})" if env else " (pass the key's environment variable with --api-key-env)"
+    if status == 404:
+        return " (is --base-url the server's /v1 root, and --model its served name?)"
+    return ""
+
+
+def _retry_after(headers: dict) -> float | None:
+    v = {k.lower(): x for k, x in headers.items()}.get("retry-after")
+    try:
+        return max(0.0, float(v)) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _transport_reason(exc) -> str:
+    """A few words on why a connection failed, from the exception and the errors it wraps."""
+    import httpx2
+
+    seen, e = [], exc
+    while e is not None and len(seen) < 8:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    if any(isinstance(x, ConnectionRefusedError) for x in seen):
+        return "connection refused"
+    if isinstance(exc, httpx2.ConnectError):
+        return "could not connect"
+    if any(isinstance(x, ConnectionResetError) for x in seen):
+        return "connection reset"
+    if isinstance(exc, (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.WriteError)):
+        return "connection closed by the server"
+    return "connection failed"
+
+
+class _ServerScorer(PromptScorer):
+    """PromptScorer on the server, naming the item when a token string the server echoes is not the tokenizer's."""
+
+    def __init__(self, backend: ServerBackend):
+        super().__init__(backend.logprobs, label=backend.where)
+        self.backend = backend
+
+    def __call__(self, batch):
+        try:
+            return super().__call__(batch)
+        except _TokenMismatch as m:
+            k = m.prompt
+            for e in batch:
+                if k < len(e.continuations):
+                    raise ModelError(f"item {e.id}: {m.line(self.backend.where)}") from None
+                k -= len(e.continuations)
+            raise ModelError(m.line(self.backend.where)) from None

@@ -1,0 +1,77 @@
+"""How many positions each batch setting feeds, against what the items hold, and the FLOPs of both.
+
+    python bench/padding.py [--batch-sizes 8 32 350] [--batch-tokens 1024 2048 4096 8192 all]
+
+Computed, not timed: the bundled set tokenized with SmolLM2's tokenizer (the copy bench/gpu_check.py
+carries in bench/assets/), cut into passes and rows by the runner's own code (engine/packing.py),
+and counted with bench/speed.py's `fed_flops` on the 1B-shaped model bench/gpu_check.py times on a
+GPU (built on the meta device: no weights, no memory). Each `--batch-sizes` N appears twice: with
+one item per row, the layout before rows held several items, and as the runner cuts it now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "bench"))
+
+import torch  # noqa: E402
+from gpu_check import BIG, load_tokenizer, model_config  # noqa: E402
+from speed import fed_flops, flop_count, packed_passes  # noqa: E402
+
+from base_bench.engine.packing import Batching, pack_rows  # noqa: E402
+from base_bench.engine.scoring import encode_item, length_order  # noqa: E402
+from base_bench.items.dataset import load_dataset_file  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default=str(ROOT / "data" / "test.jsonl"))
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[8, 32, 350])
+    ap.add_argument("--batch-tokens", nargs="+", default=["1024", "2048", "4096", "8192", "all"])
+    args = ap.parse_args(argv)
+    from transformers import AutoModelForCausalLM
+
+    tok = load_tokenizer()
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(model_config(BIG, tok))
+    encs = [encode_item(tok, it) for it in load_dataset_file(args.data).items]
+    order = [encs[i] for i in length_order(encs)]
+    row = order[0].packed_length
+    held = sum(e.packed_length for e in encs)
+    once = flop_count(model, encs)["once"]
+    n_params = sum(p.numel() for p in model.parameters())
+    print(
+        f"{len(encs)} items, {held} positions held (each context once, each continuation but its last "
+        f"token), the longest item {row}; the 1B-shaped model ({n_params / 1e9:.2f}B parameters): "
+        f"{once / 1e12:.1f} TFLOP with each context once and no padding"
+    )
+    print()
+    print("| setting | rows | passes | positions fed | padding | TFLOP fed | × each context once |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+
+    def line(setting, layout, plan, row_length):
+        passes = plan.cut(order, row)
+        f = fed_flops(model, packed_passes(passes, row_length))
+        print(
+            f"| {setting} | {layout} | {len(passes)} | {f['positions']:,} | {100 * (1 - held / f['positions']):.1f}% "
+            f"| {f['flops'] / 1e12:.1f} | {f['flops'] / once:.2f} |"
+        )
+
+    for n in args.batch_sizes:
+        line(f"--batch-size {n}", "one item per row (before)", Batching(items=n), None)
+        line(f"--batch-size {n}", "several items per row", Batching(items=n), row)
+    for text in args.batch_tokens:
+        n = len(pack_rows(order, row)) * row if text == "all" else int(text)
+        plan = Batching(tokens=n)
+        what = f"--batch-tokens {n}" + (" (all items in one pass)" if text == "all" else "")
+        line(what, "several items per row", plan, plan.row_capacity(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

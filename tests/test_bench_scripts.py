@@ -1,0 +1,146 @@
+"""The parts of bench/readme_runs.py and bench/lm_eval_side.py that make the docs' numbers, on
+hand-made inputs: each child's own peak memory, the table the docs hold, and the item-by-item
+comparison of prediction rules (hand-computed). The scripts' real runs are minutes of model time;
+tests/test_docs.py checks the pages against the files they wrote."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from docpages import ROOT
+
+
+def bench(name: str):
+    sys.path.insert(0, str(ROOT / "bench"))  # readme_runs imports memory from its own folder
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_run_measured_gives_each_child_its_own_peak():
+    # from a small process, as the bench scripts measure (a child's peak starts at its parent's RSS)
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT / "bench")!r})
+from memory import run_measured
+big = run_measured([sys.executable, "-c", "b = bytearray(300_000_000); b[::4096] = b'x' * len(b[::4096])"])
+small = run_measured([sys.executable, "-c", "pass"])
+failed = run_measured([sys.executable, "-c", "raise SystemExit(3)"])
+print(json.dumps([big.__dict__, small.__dict__, failed.returncode]))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    big, small, failed = json.loads(out.stdout)
+    assert big["returncode"] == small["returncode"] == 0 and failed == 3
+    # getrusage(RUSAGE_CHILDREN) would give the largest child so far: 300 MB for the small one too
+    assert big["peak_rss_bytes"] > 300e6 > small["peak_rss_bytes"]
+    assert big["wall_s"] > 0 and big["cpu_s"] > 0
+
+
+def test_the_results_table_is_rendered_from_the_measurements():
+    readme_runs = bench("readme_runs")
+    run = {
+        "label": "command 1",
+        "model_load_s": 49.12,
+        "scoring_s": 846.0,
+        "wall_s": 918.8,
+        "cpu_s": 306.4,
+        "peak_rss_gb": 1.26,
+        "model_in_memory_gb": 0.54,
+        "cache": "written",
+        "load_average_before": [6.8, 2, 1],
+        "load_average_after": [10.7, 3, 1],
+    }
+    machine = {"date": "2026-12-04", "cpu": "AMD EPYC", "logical_cpus": 2, "memory_gib": 23.5}
+    machine |= {"python": "3.11.7", "torch": "2.13.0+cpu", "transformers": "5.25.0"}
+    table = readme_runs.render_table({"machine": machine, "gemma": False, "limit": None, "runs": [run]})
+    assert "| command 1 | 49.1 | 846.0 | 918.8 | 306 | 1.26 GB | 0.54 GB | written | 6.80 → 10.70 |" in table
+    assert "`python bench/readme_runs.py` on AMD EPYC, 2 logical CPUs" in table and "all 350 bundled items" in table
+
+
+def sample(doc_id, label, lls, continuations, acc, acc_norm, acc_bytes):
+    doc = {"id": doc_id, "label": label, "continuations": continuations}
+    return {
+        "doc": doc,
+        "filtered_resps": [[ll, False] for ll in lls],
+        "acc": acc,
+        "acc_norm": acc_norm,
+        "acc_bytes": acc_bytes,
+    }
+
+
+def item(doc_id, prediction, sums, n_tokens, label):
+    choices = [{"logprob": s, "n_tokens": n, "mean_logprob": s / n} for s, n in zip(sums, n_tokens)]
+    return {
+        "id": doc_id,
+        "prediction": prediction,
+        "label": label,
+        "choices": choices,
+        "item_elo": 900,
+        "point_weight": 1.5,
+    }
+
+
+def test_the_rules_are_compared_item_by_item():
+    side = bench("lm_eval_side")
+    conts = [" a", " bbbbbbbb", " cc", " ddd"]  # 2, 9, 3, 4 characters
+    # summed: -2.0 -4.0 -3.0 -5.0 -> acc picks 0 (also the shortest); per character: -1.0 -0.44 -1.0 -1.25
+    # -> acc_norm picks 1; per token with 1, 4, 1, 2 tokens: -2.0 -1.0 -3.0 -2.5 -> base-bench picks 1
+    lls = [-2.0, -4.0, -3.0, -5.0]
+    rep = {
+        "items": [item("x-001", 1, lls, [1, 4, 1, 2], 1), item("x-002", 2, [-1.0, -9.0, -0.5, -7.0], [1, 1, 1, 1], 3)]
+    }
+    samples = [
+        sample("x-001", 1, lls, conts, 0.0, 1.0, 1.0),
+        sample("x-002", 3, [-1.0, -9.0, -0.5, -7.0], conts, 0.0, 0.0, 0.0),
+    ]
+    tokens = {"tokenizer_adds_bos": False, "continuations_tokenized_differently": 0}
+    c = side.compare(rep, samples, tokens)
+    assert c["n_items"] == 2 and c["label_is_shortest"] == 0
+    assert [r["pred"] for r in c["items"]] == [
+        {"base_bench": 1, "sum": 0, "lm_eval_acc": 0, "lm_eval_acc_norm": 1, "lm_eval_acc_bytes": 1},
+        {"base_bench": 2, "sum": 2, "lm_eval_acc": 2, "lm_eval_acc_norm": 2, "lm_eval_acc_bytes": 2},
+    ]
+    assert {k: r["correct"] for k, r in c["rules"].items()} == {
+        "base_bench": 1,
+        "sum": 0,
+        "lm_eval_acc": 0,
+        "lm_eval_acc_norm": 1,
+        "lm_eval_acc_bytes": 1,
+    }
+    assert c["rules"]["lm_eval_acc"]["picks_shortest"] == 1 and c["rules"]["base_bench"]["picks_shortest"] == 0
+    assert c["same_choice"] == {
+        "base_bench|lm_eval_acc": 1,
+        "base_bench|lm_eval_acc_norm": 2,
+        "lm_eval_acc|lm_eval_acc_norm": 1,
+        "base_bench|sum": 1,
+        "sum|lm_eval_acc": 2,
+    }
+    assert c["ll_vs_base_bench_sum"]["max_abs"] == 0.0
+    assert "| lm-eval `acc` (summed log-prob) | 0 / 2 | 0.0% |" in side.render_table({"comparison": c})
+    # lm-eval's own verdict must be what its log-likelihoods give, or the comparison stops
+    samples[0]["acc"] = 1.0
+    with pytest.raises(SystemExit, match="acc is not what its log-likelihoods give"):
+        side.compare(rep, samples, tokens)
+
+
+def test_ties_go_to_the_lowest_index_as_in_the_card():
+    side = bench("lm_eval_side")
+    assert side.argmax([-1.0, -0.5, -0.5, -2.0]) == 1 and side.argmax([0.0, 0.0]) == 0
+
+
+def test_the_task_file_reads_the_record_format_as_it_is():
+    side = bench("lm_eval_side")
+    text = side.task_yaml(ROOT / "data" / "test.jsonl")
+    lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line and not line.startswith(" "))
+    assert lines["output_type"] == "multiple_choice" and lines["target_delimiter"] == '""'
+    assert (lines["doc_to_text"], lines["doc_to_choice"], lines["doc_to_target"]) == (
+        "context",
+        "continuations",
+        "label",
+    )
+    assert f"test: {str(ROOT / 'data' / 'test.jsonl')!r}".replace("'", '"') in text
