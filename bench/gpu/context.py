@@ -106,19 +106,21 @@ class Ctx:
             self.memo[k] = (scores, time.perf_counter() - t)
         return self.memo[k]
 
-    def scores(self, key: str, dtype: str, scorer: str, batch_size: int):
-        """One scorer's scores (input order) and seconds, at one batch size."""
+    def scores(self, key: str, dtype: str, scorer: str, batch_size: int | None = None, batch_tokens: int | None = None):
+        """One scorer's scores (input order) and seconds, at `batch_size` items or at most
+        `batch_tokens` fed positions per pass, cut as the runner cuts them (score_in_batches: the
+        packed scorer's rows hold several items, up to the longest item's length)."""
         from base_bench.backends.transformers_scorers import CachedScorer, PackedScorer, PlainScorer
         from base_bench.engine.scoring import score_in_batches
 
-        k = ("scores", key, dtype, scorer, batch_size)
+        k = ("scores", key, dtype, scorer, batch_size if batch_tokens is None else ("tokens", batch_tokens))
         if k not in self.memo:
             cls = {"packed": PackedScorer, "plain": PlainScorer, "kv-cache": CachedScorer}[scorer]
             model, encs = self.model(key, dtype), self.encoded(key)
             scorer = cls(model, self.pad_id)
             sync(self.device)
             t = time.perf_counter()
-            got = score_in_batches(scorer, encs, batch_size)
+            got = score_in_batches(scorer, encs, batch_size, batch_tokens=batch_tokens)
             sync(self.device)
             self.memo[k] = (got, time.perf_counter() - t)
             self.memo[("keep_mode",) + k[1:]] = scorer.keep_mode

@@ -1,8 +1,9 @@
 """Where a scoring pass spends its time on the device: a pass timed in three phases with hooks on
 the model, and a pass under torch.profiler summarised by kind. Used by the speed check.
 
-    timed_phases(model, scorer, order, 8, device)    # host prep and copies / forward / after, in seconds
-    profiled_pass(scorer, encs, 8, device)           # kernels by kind, device busy time, launches, copies
+    timed_phases(model, scorer, passes, device)     # host prep and copies / forward / after, in seconds
+    profiled_pass(scorer, encs, device, 8)          # kernels by kind, device busy time, launches, copies
+    profiled_pass(scorer, encs, device, None, 4096) # the same, passes of at most 4,096 fed positions
     summarize_profile([(True, "nvjet_gemm", 0.0, 100.0), ...])   # the pure part, tested by hand
 
 Both run one more pass than the speed check's timed ones: about one scoring time each (the
@@ -16,11 +17,11 @@ import time
 from gpu.common import sync
 
 
-def timed_phases(model, scorer, order, bs, device) -> dict:
-    """One more scoring pass, timed in three parts per batch with hooks on the model (the GPU is
-    synchronised at each mark): before the forward (building ids, positions and the 4D mask on the
-    host, and copying them to the device), the forward (GPU work plus kernel launches), after it
-    (log_softmax, gathering, .tolist())."""
+def timed_phases(model, scorer, passes, device) -> dict:
+    """One more scoring pass over `passes` (lists of items, as packing.Batching cuts them), timed in
+    three parts per pass with hooks on the model (the GPU is synchronised at each mark): before the
+    forward (building ids, positions and the 4D mask on the host, and copying them to the device),
+    the forward (GPU work plus kernel launches), after it (log_softmax, gathering, .tolist())."""
     marks: dict = {}
 
     def pre(mod, args, kwargs):
@@ -35,10 +36,10 @@ def timed_phases(model, scorer, order, bs, device) -> dict:
     h2 = model.register_forward_hook(post, with_kwargs=True)
     prep = fwd = after = 0.0
     try:
-        for s in range(0, len(order), bs):
+        for batch in passes:
             sync(device)
             t0 = time.perf_counter()
-            scorer(order[s : s + bs])
+            scorer(batch)
             t3 = time.perf_counter()
             prep += marks["in"] - t0
             fwd += marks["out"] - marks["in"]
@@ -54,8 +55,9 @@ def timed_phases(model, scorer, order, bs, device) -> dict:
     }
 
 
-def profiled_pass(scorer, encs, bs, device) -> dict:
-    """One more scoring pass under torch.profiler: GPU kernels (count, busy time, by kind), host-to-
+def profiled_pass(scorer, encs, device, batch_size: int | None, batch_tokens: int | None = None) -> dict:
+    """One more scoring pass (`batch_size` items or at most `batch_tokens` positions per pass) under
+    torch.profiler: GPU kernels (count, busy time, by kind), host-to-
     device copies, and the launch calls on the host."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
@@ -66,7 +68,7 @@ def profiled_pass(scorer, encs, bs, device) -> dict:
     sync(device)
     t = time.perf_counter()
     with profile(activities=acts) as prof:
-        score_in_batches(scorer, encs, bs)
+        score_in_batches(scorer, encs, batch_size, batch_tokens=batch_tokens)
         sync(device)
     wall = time.perf_counter() - t
     rows = [(e.device_type != DeviceType.CPU, e.name, e.time_range.start, e.time_range.end) for e in prof.events()]

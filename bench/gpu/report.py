@@ -25,6 +25,27 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def _batch(row: dict) -> str:
+    """An exactness row's setting: its batch size, or its token budget."""
+    if row.get("batch_tokens") is None:
+        return str(row["batch_size"])
+    return f"{row['batch_tokens']} tokens" + (" (all items)" if row.get("all_items") else "")
+
+
+def _batch_used(sp: dict) -> str:
+    """What the speed check's evaluate() ran at: items per pass, or a token budget."""
+    if sp.get("batch_tokens_used") is not None:
+        return f"{sp['batch_tokens_used']} tokens"
+    return str(sp["batch_size_used"])
+
+
+def _setting(row: dict) -> str:
+    """A speed row's flag: `--batch-size N` or `--batch-tokens N`."""
+    if row.get("batch_tokens") is not None:
+        return f"--batch-tokens {row['batch_tokens']}"
+    return f"--batch-size {row['batch_size']}"
+
+
 def render_md(doc: dict) -> str:
     """gpu_check.md from gpu_check.json: the overview table, then each check's numbers."""
     env = doc.get("environment", {})
@@ -78,15 +99,14 @@ def render_md(doc: dict) -> str:
             "predictions ≠ loop |",
             "|---|---|---|---:|---|---:|---:|---:|---:|---:|",
         ]
-        for r in ex["rows"]:
+        for r in ex["rows"] + ex.get("token_rows", []):
             if "error" in r:
                 lines.append(
-                    f"| {r['model']} | {r['dtype']} | {r['scorer']} | {r['batch_size']} | failed: "
-                    f"{_cell(r['error'])} |||||| "
+                    f"| {r['model']} | {r['dtype']} | {r['scorer']} | {_batch(r)} | failed: {_cell(r['error'])} |||||| "
                 )
                 continue
             lines.append(
-                f"| {r['model']} | {r['dtype']} | {r['scorer']} | {r['batch_size']} | {r.get('lm_head_mode')} "
+                f"| {r['model']} | {r['dtype']} | {r['scorer']} | {_batch(r)} | {r.get('lm_head_mode')} "
                 f"| {_f(r['seconds'], '.2f')} "
                 f"| {_f(r['max_abs_delta'], '.2e')} | {_f(r['median_abs_delta'], '.1e')} | "
                 f"{_f(r['p99_abs_delta'], '.1e')} | {r['predictions_differ']} of {ex.get('items')} |"
@@ -123,6 +143,16 @@ def render_md(doc: dict) -> str:
         for a in ba["auto"]:
             probes = ", ".join(f"{n}: {r}" for n, r in a["probes"]) or "none (CPU)"
             lines.append(f"- {a['dtype']}: picks **{a['batch_size']}** in {a['seconds']:.2f} s; probes {probes}")
+        for a in ba.get("auto_tokens", []):
+            if a.get("batch_tokens") is None:
+                lines.append(f"- {a['dtype']}, token budget: no search on a CPU ({a['batch_size']} items per pass)")
+                continue
+            probes = ", ".join(f"{n} items in {pos} positions: {r}" for n, pos, r in a["probes"])
+            lines.append(
+                f"- {a['dtype']}, token budget (what evaluate() searches): picks **{a['batch_tokens']} tokens** "
+                f"in {a['seconds']:.2f} s ({a['rows']} rows of at most {a['row_length']} positions hold every "
+                f"item: {a['all_items_tokens']} tokens); probes {probes}"
+            )
         oom = ba.get("forced_oom", {})
         if "skipped" in oom:
             lines.append(f"- forced out-of-memory: skipped, {oom['skipped']}")
@@ -140,6 +170,20 @@ def render_md(doc: dict) -> str:
                 f"loop {_f(oom['vs_reference_loop']['max_abs_delta'], '.2e')}, predictions ≠ loop "
                 f"{oom['vs_reference_loop']['predictions_differ']}"
             )
+        ot = ba.get("forced_oom_tokens", {})
+        if "skipped" in ot or "error" in ot:
+            pass  # said once above
+        elif ot:
+            lines.append(
+                f"- forced out-of-memory by tokens ({ot['dtype']}), same cap: a budget of "
+                f"{ot['batch_tokens_asked']} tokens needs {ot['memory_for_that_batch_gib']} GiB above the weights; "
+                f"evaluate() ran at {ot['batch_tokens_used']} tokens per pass; logged: "
+                f"{'; '.join(ot['halvings_logged']) or 'nothing'}; auto under the cap picks "
+                f"{(ot.get('auto_under_the_cap') or {}).get('batch_tokens')} tokens; |Δ| vs the uncapped scorer "
+                f"at that budget {_f(ot['vs_uncapped_same_budget']['max_abs_delta'], '.2e')}, vs the loop "
+                f"{_f(ot['vs_reference_loop']['max_abs_delta'], '.2e')}, predictions ≠ loop "
+                f"{ot['vs_reference_loop']['predictions_differ']}"
+            )
         lines.append("")
     sp = by.get("speed", {})
     if sp.get("breakdown"):
@@ -154,7 +198,7 @@ def render_md(doc: dict) -> str:
             "(reserved) | TFLOP fed | TFLOP/s | of 790 TFLOP/s |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             f"| {_f(sp['load_s'], '.2f')} | {_f(sp['evaluate_wall_s'], '.2f')} | {_f(sp['scoring_s'], '.3f')} | "
-            f"{sp['batch_size_used']} | {_f(sp['tokens_per_s']['fed'], '.0f')} | {_f(sp['tokens_per_s']['pair'], '.0f')} | "
+            f"{_batch_used(sp)} | {_f(sp['tokens_per_s']['fed'], '.0f')} | {_f(sp['tokens_per_s']['pair'], '.0f')} | "
             f"{_f(mem.get('peak_allocated_gib'))} ({_f(mem.get('peak_reserved_gib'))}) | "
             f"{_f(fl['fed_with_padding_tflop'])} | {_f(fl['achieved_tflop_per_s'])} | "
             f"{_f(fl['fraction_of_790_tflops_peak'], '.2%') if fl['fraction_of_790_tflops_peak'] is not None else '–'} |",
@@ -163,7 +207,8 @@ def render_md(doc: dict) -> str:
             + ("." if sp.get("lm_head_mode") == "mask" else f" ({sp.get('lm_head_modes')})."),
             "",
             f"Tokens: {sp['tokens']['fed_without_padding']} fed without padding, "
-            f"{sp['tokens']['fed_with_padding']} with padding, {sp['tokens']['kept_for_the_lm_head']} through "
+            f"{sp['tokens']['fed_with_padding']} with padding ({_f(sp['tokens'].get('padding_fraction'), '.1%')} "
+            f"padding), {sp['tokens']['kept_for_the_lm_head']} through "
             f"the LM head; FLOPs with each context once and no padding: "
             f"{fl['each_context_once_no_padding_tflop']} TFLOP; at the peak the fed FLOPs take "
             f"{fl['seconds_at_peak']} s.",
@@ -174,12 +219,6 @@ def render_md(doc: dict) -> str:
             f"auto search: {b['auto_search_s']:.3f} s (not in scoring_s)",
             f"- a second scoring pass: {b['second_scoring_pass_s']:.3f} s (|Δ| vs evaluate() "
             f"{_f(b['second_pass_vs_evaluate']['max_abs_delta'], '.1e')})",
-            "- the same pass at other batch sizes (padding against launches): "
-            + "; ".join(
-                f"{r['batch_size']}: {r['seconds']:.3f} s, {r['positions_with_padding']} positions, "
-                f"{r['tflop_fed']} TFLOP"
-                for r in b.get("by_batch_size", [])
-            ),
             f"- per batch, synchronised: host prep and copies {ph['host_prep_and_copy_s']:.3f} s, forward "
             f"{ph['forward_s']:.3f} s, after the forward {ph['after_forward_s']:.3f} s (total {ph['total_s']:.3f} s)",
             f"- host-to-device bytes per pass: {b['host_to_device_bytes_per_pass'] / 1e6:.1f} MB",
@@ -194,6 +233,20 @@ def render_md(doc: dict) -> str:
                 f"({kinds or 'no device events'}); host: {h['launch_calls']} launches "
                 f"({h['launch_s']:.3f} s), {h['memcpy_calls']} memcpy calls ({h['memcpy_s']:.3f} s), "
                 f"{h['sync_s']:.3f} s synchronising, {h['aten_ops']} aten ops"
+            )
+        lines += [
+            "",
+            "The same pass cut other ways, by items and by tokens (padding against launches; positions held: "
+            "each context once, each continuation but its last token; TFLOP held: each context once, no padding):",
+            "",
+            "| setting | passes | seconds | positions fed | positions held | padding | TFLOP fed | TFLOP held |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in b.get("by_batch_size", []) + b.get("by_batch_tokens", []):
+            lines.append(
+                f"| {_setting(r)} | {_f(r.get('passes'))} | {r['seconds']:.3f} | {r['positions_with_padding']} | "
+                f"{_f(r.get('positions_held'))} | {_f(r.get('padding_fraction'), '.1%')} | {r['tflop_fed']} | "
+                f"{_f(r.get('tflop_held'))} |"
             )
         lines.append("")
     for name, head in (("evaluate", "evaluate()"), ("torchrun", "torchrun"), ("device_map", "--device-map")):

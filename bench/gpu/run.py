@@ -2,14 +2,14 @@
 (`--budget-s`, default 450 s: the whole run in 8 minutes). Run it as `python bench/gpu_check.py`.
 
     check          H200 estimate   dry run   module               what
-    speed              60 s          8 s     gpu/speed.py         350 items, 1B-shaped, bf16, batch auto
+    speed              70 s         10 s     gpu/speed.py         350 items, 1B-shaped, bf16, batch auto
     exactness         120 s         10 s     gpu/exactness.py     every scorer and batch against the loop
     bf16_vs_fp32       20 s          2 s     gpu/bf16_vs_fp32.py  the same weights in both dtypes
-    batch_auto         40 s          2 s     gpu/batch_auto.py    the auto size, a forced OOM halving it
+    batch_auto         60 s          3 s     gpu/batch_auto.py    auto's size and budget, forced OOMs halving them
     evaluate           15 s          2 s     gpu/evaluate.py      evaluate() on the in-memory model
     torchrun           60 s         15 s     gpu/torchrun.py      evaluate() under torchrun (nccl)
     device_map         90 s         20 s     gpu/device_map.py    --device-map auto, GPU capped at 1 GiB
-    total             405 s         59 s
+    total             435 s         62 s
 
 The estimates are guesses until the first run on a GPU; gpu_check.json records each check's
 real seconds next to its estimate, so the first run corrects them. Speed runs first so that the
