@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Make ready, here, what bench/gpu_check.py needs on the GPU machine (which reaches no network).
+# Make ready, here, what bench/gpu_check.py (and its checks in bench/gpu/) needs on the GPU machine
+# (which reaches no network).
 #
 #   bench/gpu_prepare.sh                        # check the carried tokenizer and the size of what travels
 #   bench/gpu_prepare.sh transformers==5.24.0   # also fetch wheels (cp312, manylinux x86_64) into .whl/
@@ -13,7 +14,7 @@
 # (5.24.0 works there with the image's huggingface_hub 1.33 and tokenizers 0.23.2). Keep one
 # version of each package in .whl/.
 #
-# Then, from the repository root, one device call (name ".whl" in carry only if .whl/ exists):
+# Then, on the GPU machine, from a copy of the repository root (with .whl/ if it exists):
 #   set -o pipefail; if [ -d .whl ]; then python3 -m pip install -q --no-index --no-deps --no-compile
 #   --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit; export PYTHONPATH=/tmp/site; fi;
 #   PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:${PYTHONPATH:-} python3 bench/gpu_check.py --out $OUT 2>&1
@@ -28,9 +29,9 @@ fi
 PYTHONPATH=$PWD $py - <<'PY'
 import sys
 sys.path.insert(0, "bench")
-import gpu_check
-tok = gpu_check.load_tokenizer()
-print(f"tokenizer: {gpu_check.TOKENIZER_GZ.name} matches its SHA-256; vocab {len(tok)}")
+from gpu import models
+tok = models.load_tokenizer()
+print(f"tokenizer: {models.TOKENIZER_GZ.name} matches its SHA-256; vocab {len(tok)}")
 PY
 if [ $# -gt 0 ]; then
   mkdir -p .whl
