@@ -7,6 +7,8 @@ import importlib.util
 import json
 import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -224,12 +226,20 @@ def test_default_threads_counts_cores_not_hyperthreads(tmp_path, monkeypatch):
 
 
 def test_default_threads_is_torchs_choice_here(monkeypatch):
-    torch = pytest.importorskip("torch")
+    """The physical cores from sysfs, as a fresh torch counts them (asked in a new process: a test
+    earlier in the session may have set this process's torch threads)."""
+    pytest.importorskip("torch")
     from base_bench.backends.llama_cpp import default_threads
 
     if os.environ.get("OMP_NUM_THREADS") or os.environ.get("MKL_NUM_THREADS"):
         pytest.skip("thread counts set in the environment")
-    assert default_threads() == torch.get_num_threads()
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert default_threads() == int(fresh.stdout)
 
 
 @pytest.mark.parametrize("name", ["cpu", "cuda", "cuda:0", "cuda:3", "mps"])

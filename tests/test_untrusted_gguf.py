@@ -338,4 +338,4 @@ def test_the_tokenizer_only_entry_is_checked_too(tiny_gguf, root, tmp_path, caps
     capsys.readouterr()
     tokenizer, record = load_tokenizer(tiny_gguf)
     assert record["status"] == "refused-untrusted" and record["reason"].startswith(f"{entry / 'evil.py'}: others")
-    assert tokenizer("hello").input_ids and not marker.exists()
+    assert tokenizer("hello")["input_ids"] and not marker.exists()
