@@ -41,10 +41,11 @@ torch.set_num_threads(threads)
 t_import = time.perf_counter() - t0
 times = {"tokenizer_s": 0.0, "model_s": 0.0, "check_s": 0.0, "write_s": 0.0, "hash_s": 0.0}
 
-def timed_from_pretrained(where, dtype, placement=None, **kw):  # as bm._from_pretrained
+def timed_from_pretrained(where, dtype, placement=None, model_args=None, **kw):  # as bm._from_pretrained
     t = time.perf_counter(); tok = AutoTokenizer.from_pretrained(where, **kw)
     times["tokenizer_s"] += time.perf_counter() - t
-    t = time.perf_counter(); model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kw, **(placement or {}))
+    t = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kw, **(placement or {}), **(model_args or {}))
     times["model_s"] += time.perf_counter() - t
     return tok, model
 
