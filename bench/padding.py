@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "bench"))
 
 import torch  # noqa: E402
-from gpu_check import BIG, load_tokenizer, model_config  # noqa: E402
+from gpu.models import BIG, load_tokenizer, model_config  # noqa: E402
 from speed import fed_flops, flop_count, packed_passes  # noqa: E402
 
 from base_bench.engine.packing import Batching, pack_rows  # noqa: E402
