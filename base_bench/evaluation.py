@@ -46,6 +46,7 @@ from pathlib import Path
 
 from .backends import Backend, as_backend
 from .backends.adapters import base_model_note, same_base
+from .backends.base import Device
 from .backends.identity import tokenizer_fingerprint
 from .engine.batching import attempt, auto_batching
 from .engine.distributed import Ranks, error_class, share
@@ -395,7 +396,7 @@ def device_type(device) -> str:
     """The kind of a device ("cpu", "cuda", "mps"), as torch.device(device).type gives it, of a
     torch.device, a backend's `Device` or a name such as "cuda:1", without importing torch."""
     kind = getattr(device, "type", None)
-    return kind if isinstance(kind, str) else str(device).partition(":")[0]
+    return kind if isinstance(kind, str) else Device.parse(device).type
 
 
 def check_arguments(limit, batch_size, batch_tokens=None) -> None:
