@@ -144,3 +144,19 @@ def test_the_task_file_reads_the_record_format_as_it_is():
         "label",
     )
     assert f"test: {str(ROOT / 'data' / 'test.jsonl')!r}".replace("'", '"') in text
+
+
+def test_every_bench_script_imports():
+    """Each script's imports still resolve (one moved helper broke bench/padding.py once, and its
+    real run is minutes away from any test); imported in a process of their own, from the repo root."""
+    names = sorted(p.stem for p in (ROOT / "bench").glob("*.py"))
+    code = "import importlib, sys\nfor n in sys.argv[1:]:\n    importlib.import_module(n)\n"
+    env_path = [str(ROOT), str(ROOT / "bench")]
+    p = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path[:0] = {env_path!r}\n" + code, *names],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert {"padding", "speed", "exactness", "gpu_check", "served"} <= set(names)
