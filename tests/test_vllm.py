@@ -200,3 +200,44 @@ def test_cli_with_a_broken_vllm_says_it_does_not_import(tmp_path):
     )
     line = one_line_error(p)
     assert "vLLM is installed but does not import (operator torchvision::nms does not exist)" in line
+
+
+class FakeEngineCore:
+    """vLLM's multiprocess client as close() meets it: shutdown() signals the output thread and returns
+    at once; the thread still takes a while to let go of its last outputs."""
+
+    def __init__(self):
+        import threading
+        import time
+
+        self.signal = threading.Event()
+        self.output_queue_thread = threading.Thread(target=lambda: (self.signal.wait(), time.sleep(0.5)), daemon=True)
+        self.output_queue_thread.start()
+
+    def shutdown(self):
+        self.signal.set()
+
+
+def test_close_waits_for_vllms_output_thread():
+    """A process that exits while that thread frees torch tensors aborts (exit 134) after a good run."""
+    from base_bench.backends.vllm import VllmBackend
+
+    core = FakeEngineCore()
+    backend = VllmBackend.__new__(VllmBackend)
+    backend.llm = SimpleNamespace(llm_engine=SimpleNamespace(engine_core=core))
+    backend.close()
+    assert core.signal.is_set() and not core.output_queue_thread.is_alive()
+    assert backend.llm is None
+    backend.close()  # a second close does nothing
+
+
+def test_close_of_an_in_process_engine_without_an_output_thread():
+    from base_bench.backends.vllm import VllmBackend
+
+    stopped = []
+    backend = VllmBackend.__new__(VllmBackend)
+    backend.llm = SimpleNamespace(
+        llm_engine=SimpleNamespace(engine_core=SimpleNamespace(shutdown=lambda: stopped.append(1)))
+    )
+    backend.close()
+    assert stopped == [1] and backend.llm is None

@@ -142,3 +142,9 @@ def test_scores_do_not_depend_on_the_batch_size(ran):
     got, report, _ = ran
     cli = {i["id"]: [c["logprob"] for c in i["choices"]] for i in report["items"]}  # batch size 2
     assert got["scores_bs1"] == cli == got["scores_bs8"]
+
+
+def test_close_leaves_no_vllm_output_thread(ran):
+    """Left running, it frees its last outputs while Python exits and the process aborts (exit 134)."""
+    got = ran[0]
+    assert "EngineCoreOutputQueueThread" not in got["threads_after_close"], got["threads_after_close"]

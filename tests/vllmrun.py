@@ -6,7 +6,8 @@ started by the CLI, then kept to ask it more. Writes what it saw as JSON.
 1. `base-bench --backend vllm` on DATA (batch size 2), through cli.main, as a user runs it;
 2. --resume with another dtype, and a --vllm-arg vLLM does not take: refused before any engine starts;
 3. on the same engine (its close deferred to the end): the raw `generate` output for
-   prompt_logprobs=0, the `prompt_logprobs` engine function, and `evaluate` at batch size 1 and 8.
+   prompt_logprobs=0, the `prompt_logprobs` engine function, and `evaluate` at batch size 1 and 8;
+4. the threads still alive once the engine is closed (vLLM's output thread must be gone: see close()).
 
 On a shared machine it holds $BASE_BENCH_VLLM_LOCK (default /tmp/vllm.lock, the lock tests/vllmserver.py
 and `flock` take) while an engine may run, so that two vLLM engines never run at once. Not under CI=1:
@@ -18,6 +19,7 @@ import fcntl
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +65,7 @@ def main() -> int:
         finally:
             for b in kept:
                 real_close(b)
+    got["threads_after_close"] = sorted(t.name for t in threading.enumerate() if t is not threading.current_thread())
     Path(result).write_text(json.dumps(got))
     return 0
 

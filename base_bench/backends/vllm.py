@@ -77,6 +77,7 @@ SPEED_ONLY = frozenset(
     }
 )
 SEED = 0
+JOIN_TIMEOUT = 60.0  # seconds close() waits for vLLM's output thread to let go of its last outputs
 
 
 def import_vllm():
@@ -295,7 +296,15 @@ class VllmBackend(Backend):
         """Stop the engine (and its worker processes); the backend cannot score afterwards."""
         llm, self.llm = getattr(self, "llm", None), None
         if llm is not None:
-            llm.llm_engine.engine_core.shutdown()
+            core = llm.llm_engine.engine_core
+            core.shutdown()
+            # vLLM's shutdown signals its output thread (a daemon holding the last outputs, tensors
+            # among them) and returns without waiting. If the process then exits while that thread
+            # frees them, Python ends the thread inside torch's C++ and the process aborts
+            # ("terminate called without an active exception", exit 134) after a good run.
+            thread = getattr(core, "output_queue_thread", None)
+            if thread is not None and thread.is_alive():
+                thread.join(timeout=JOIN_TIMEOUT)
 
     # ------------------------------------------------------------------ what evaluate() asks
 
