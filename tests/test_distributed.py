@@ -337,7 +337,7 @@ def test_oom_at_batch_size_1_stops_every_rank(setup, tmp_path, fault, message):
     p = torchrun(
         2, flags(setup, out, "--batch-size", 2), script=ROOT / "tests" / "rankrun.py", env={"RANKRUN_FAULT": fault}
     )
-    assert p.returncode != 0 and stopped_both(p)
+    assert p.returncode != 0 and stopped_both(p), p.stderr[-4000:]
     assert error_lines(p) == [f"base-bench: error: {message}"]  # said once, by rank 0
     assert not ours_in_traceback(p)
 
@@ -356,7 +356,7 @@ def test_ranks_that_disagree_are_refused_before_scoring(setup, tmp_path, swap, f
     new = str(other) if swap == "--local-data" else str(setup / "other")
     out = tmp_path / "disagree"
     p = torchrun(2, flags(setup, out), script=ROOT / "tests" / "rankrun.py", env={"RANKRUN_FAULT": f"arg:{swap}={new}"})
-    assert p.returncode != 0 and stopped_both(p)
+    assert p.returncode != 0 and stopped_both(p), p.stderr[-4000:]
     lines = error_lines(p)
     assert len(lines) == 1 and fragment in lines[0], p.stderr[-2000:]
     assert not ours_in_traceback(p)
