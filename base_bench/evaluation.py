@@ -50,9 +50,9 @@ from .backends.base import Device
 from .backends.identity import tokenizer_fingerprint
 from .engine.batching import attempt, auto_batching
 from .engine.distributed import Ranks, error_class, share
-from .engine.packing import Batching, batch_cost
+from .engine.packing import Batching, batch_cost, longest_first
 from .engine.runstore import RunStore, signature_hash
-from .engine.scoring import Encoded, ScoringError, encode_item, length_order, set_row_length
+from .engine.scoring import Encoded, ScoringError, encode_item, set_row_length
 from .errors import BaseBenchError, ModelError, UsageError
 from .items import card
 from .items.datasource import DataSource, open_data
@@ -215,7 +215,7 @@ def _evaluate(
             )
         appenders = _appenders(store, out_dir, ranks)
 
-        order = [encoded[i] for i in length_order(encoded)]
+        order = longest_first(encoded)
         scorer, packing = backend.pick_scorer(order, setup.pad_id, ranks)
         row_length = order[0].packed_length if order else 1  # the run's longest item: rows are packed up to it
         plan = _batching(batch_size, batch_tokens, scorer, order, row_length, backend.device, ranks)

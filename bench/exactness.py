@@ -38,7 +38,7 @@ from base_bench.backends.transformers_scorers import (  # noqa: E402
     score_reference,
     sliding_window,
 )
-from base_bench.engine.packing import Batching, batch_cost, pack_rows  # noqa: E402
+from base_bench.engine.packing import Batching, batch_cost, longest_first, pack_rows  # noqa: E402
 from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, score_in_batches  # noqa: E402
 from base_bench.items.dataset import load_dataset_file  # noqa: E402
 from base_bench.items.records import pick  # noqa: E402
@@ -47,7 +47,7 @@ from base_bench.items.records import pick  # noqa: E402
 def feed(encs, plan: Batching, rows: bool = True) -> tuple[int, int]:
     """(passes, positions fed) as the packed scorer lays the passes of `plan` out (`rows` False:
     one item per row)."""
-    order = [encs[i] for i in length_order(encs)]
+    order = longest_first(encs)
     row = order[0].packed_length
     passes = plan.cut(order, row)
     return len(passes), sum(batch_cost(b, plan.row_capacity(row) if rows else None) for b in passes)

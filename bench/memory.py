@@ -82,7 +82,8 @@ def api(args) -> int:
     from base_bench import evaluate
     from base_bench.backends.transformers import load_model, model_size
     from base_bench.backends.transformers_scorers import PackedScorer, model_window
-    from base_bench.engine.scoring import encode_item, length_order
+    from base_bench.engine.packing import longest_first
+    from base_bench.engine.scoring import encode_item
     from base_bench.items.datasource import open_data
 
     torch.set_num_threads(args.threads)
@@ -90,7 +91,7 @@ def api(args) -> int:
     model, tok = loaded.model, loaded.tokenizer
     items = open_data(None).dataset.items
     encs = [encode_item(tok, it, window=model_window(model, tok)) for it in items]
-    first = [encs[i] for i in length_order(encs)[: args.batch_size]]
+    first = longest_first(encs)[: args.batch_size]
     one_batch, _ = _extra_peak(lambda: PackedScorer(model, tok.pad_token_id or 0)(first))
     t = time.perf_counter()
     extra, rep = _extra_peak(lambda: evaluate(model, tok, batch_size=args.batch_size, progress=False))

@@ -23,8 +23,8 @@ import torch  # noqa: E402
 from gpu.models import BIG, load_tokenizer, model_config  # noqa: E402
 from speed import fed_flops, flop_count, packed_passes  # noqa: E402
 
-from base_bench.engine.packing import Batching, pack_rows  # noqa: E402
-from base_bench.engine.scoring import encode_item, length_order  # noqa: E402
+from base_bench.engine.packing import Batching, longest_first, pack_rows  # noqa: E402
+from base_bench.engine.scoring import encode_item  # noqa: E402
 from base_bench.items.dataset import load_dataset_file  # noqa: E402
 
 
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(model_config(BIG, tok))
     encs = [encode_item(tok, it) for it in load_dataset_file(args.data).items]
-    order = [encs[i] for i in length_order(encs)]
+    order = longest_first(encs)
     row = order[0].packed_length
     held = sum(e.packed_length for e in encs)
     once = flop_count(model, encs)["once"]

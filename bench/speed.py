@@ -57,8 +57,8 @@ from base_bench.backends.transformers_scorers import (  # noqa: E402
     score_reference,
 )
 from base_bench.engine.batching import CPU_AUTO  # noqa: E402
-from base_bench.engine.packing import Batching, pack_rows, row_layout  # noqa: E402
-from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, packing_probe, score_in_batches  # noqa: E402
+from base_bench.engine.packing import Batching, longest_first, pack_rows, row_layout  # noqa: E402
+from base_bench.engine.scoring import encode_item, max_abs_diff, packing_probe, score_in_batches  # noqa: E402
 from base_bench.items.dataset import load_dataset_file  # noqa: E402
 from base_bench.items.records import ChoiceScore, pick  # noqa: E402
 
@@ -250,7 +250,7 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
     from base_bench.engine.distributed import Ranks
 
     backend = LlamaCppBackend.load(args.model, device="cpu", threads=args.threads)
-    order = [encs[i] for i in length_order(encs)]
+    order = longest_first(encs)
     out = {}
     rate = gemm()
     t = time.perf_counter()
@@ -428,7 +428,7 @@ def main(argv=None) -> int:
         )
         rate_now[0] = gemm_rate(model, torch.float32)  # this machine's speed drifts; re-measure before each method
 
-    order = [encs[i] for i in length_order(encs)]
+    order = longest_first(encs)
     held = sum(e.packed_length for e in encs)
     row_length = order[0].packed_length
     items_cut = Batching(items=CPU_AUTO).cut(order, row_length)

@@ -81,9 +81,14 @@ def batch_cost(batch: Sequence, row_length: int | None = None) -> int:
     return fed_positions(lengths, row_layout(lengths, row_length))
 
 
+def length_key(e) -> tuple[int, str]:
+    """The order batches are cut in: longest packed row first, ties by id."""
+    return (-e.packed_length, e.id)
+
+
 def longest_first(items: Sequence) -> list:
-    """`items` longest packed row first (ties by id), the order batches are cut in."""
-    return sorted(items, key=lambda e: (-e.packed_length, e.id))
+    """`items` in `length_key` order, so that each batch needs little padding."""
+    return sorted(items, key=length_key)
 
 
 def pack_rows(items: Sequence, capacity: int) -> list[list]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ..errors import ScoringError
 from ..items.records import ChoiceScore, Item
-from .packing import Batching
+from .packing import Batching, length_key, longest_first
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,8 @@ def encode_item(tokenizer, item: Item, add_bos: bool = False, window: int | None
 
 
 def length_order(encs: Sequence[Encoded]) -> list[int]:
-    """Indices of `encs`, longest packed row first, so that each batch needs little padding."""
-    return sorted(range(len(encs)), key=lambda i: (-encs[i].packed_length, encs[i].id))
+    """Indices of `encs` in `packing.longest_first` order (longest packed row first)."""
+    return sorted(range(len(encs)), key=lambda i: length_key(encs[i]))
 
 
 def score_in_batches(
@@ -90,7 +90,7 @@ def score_in_batches(
     plan = Batching(items=batch_size, tokens=batch_tokens)
     if not encs:
         return []
-    order = [encs[i] for i in length_order(encs)]
+    order = longest_first(encs)
     row_length = order[0].packed_length
     set_row_length(scorer, plan.row_capacity(row_length))
     where: dict[int, list[int]] = {}

@@ -64,10 +64,10 @@ class _Notes(logging.Handler):
 
 
 def _longest_first(ctx: Ctx, key: str, dtype: str):
-    from base_bench.engine.scoring import length_order
+    from base_bench.engine.packing import longest_first
 
     model, encs = ctx.model(key, dtype), ctx.encoded(key)
-    return model, [encs[i] for i in length_order(encs)]
+    return model, longest_first(encs)
 
 
 def _auto(ctx: Ctx, key: str, dtype: str) -> dict:

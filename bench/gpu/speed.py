@@ -102,8 +102,8 @@ def check_speed(ctx: Ctx) -> dict:
     from base_bench import evaluate
     from base_bench.backends.transformers import load_model
     from base_bench.backends.transformers_scorers import PackedScorer, check_packing, model_window
-    from base_bench.engine.packing import Batching, pack_rows
-    from base_bench.engine.scoring import encode_item, length_order, packing_probe, score_in_batches, set_row_length
+    from base_bench.engine.packing import Batching, longest_first, pack_rows
+    from base_bench.engine.scoring import encode_item, packing_probe, score_in_batches, set_row_length
 
     key, cuda = ctx.big, ctx.device.type == "cuda"
     where = ctx.saved_dir(key)
@@ -144,7 +144,7 @@ def check_speed(ctx: Ctx) -> dict:
     t = time.perf_counter()
     encs = [encode_item(tok, it, window=window) for it in ctx.items]
     tokenize_s = time.perf_counter() - t
-    order = [encs[i] for i in length_order(encs)]
+    order = longest_first(encs)
     row = order[0].packed_length  # the run's row length: its longest item
     sync(ctx.device)
     t = time.perf_counter()
