@@ -7,6 +7,7 @@ in a paragraph, a heading and a table cell alike, and the table keeps its width.
 
 import html
 import random
+import re
 
 import pytest
 from markdown_it import MarkdownIt
@@ -24,7 +25,12 @@ from base_bench.results.markdown import BLANK, md_cell, md_code, md_text, one_li
         ("a & b", "a &amp; b"),
         ("&lt;", "&amp;lt;"),  # an entity in the text stays text
         ("[click](javascript:alert(1))", "\\[click\\](javascript:alert(1))"),
-        ("![i](http://e.example/i.png)", "!\\[i\\](http://e.example/i.png)"),
+        ("![i](http://e.example/i.png)", "!\\[i\\](http\\://e.example/i.png)"),
+        ("https://phish.example/login", "https\\://phish.example/login"),  # GFM autolinks bare URLs ...
+        ("see WWW.phish.example now", "see WWW\\.phish.example now"),  # ... www. text ...
+        ("mail a.b@phish.example", "mail a.b\\@phish.example"),  # ... and addresses
+        ("ftp://x xmpp:a@b.example", "ftp\\://x xmpp:a\\@b.example"),
+        ("04:00:00 a:b", "04:00:00 a:b"),
         ("`code`", "\\`code\\`"),
         ("a | b", "a \\| b"),
         ("*bold* _it_ __init__", "\\*bold\\* \\_it\\_ \\_\\_init\\_\\_"),
@@ -94,6 +100,7 @@ NASTY = [
     "\\|\\\\|\\`",
     "***x*** ___y___ **z",
     "<https://e.example> <javascript:alert(1)> <a@b.c>",
+    "https://phish.example/login www.phish.example a@phish.example",
     "&amp; &#60; &lt;script&gt;",
     "[a]: http://e.example\n[a]",
     "1. x\n- y\n> z\n    code\n---",
@@ -101,6 +108,14 @@ NASTY = [
     "~~s~~ $x$ {#id}",
     "é_ü __über__ _x_y_",
 ]
+
+
+@pytest.mark.parametrize("text", NASTY + ["".join(random.Random(s).choices("w.:/@ ahx", k=30)) for s in range(300)])
+def test_escaped_text_has_nothing_gfm_autolinks(text):
+    """GFM links bare http(s)://, ftp://, www. and addresses; md_text escapes the character each starts from."""
+    shown = md_text(text)
+    assert not re.search(r"(?<!\\):(?=//)|(?<!\\)@", shown), shown
+    assert not re.search(r"(?i)www\.", shown), shown
 
 
 def render(md: str) -> str:

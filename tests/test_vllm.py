@@ -61,6 +61,15 @@ def test_vllm_args_that_base_bench_sets_are_refused_naming_the_flag(key):
         assert "cannot be changed" in msg
 
 
+@pytest.mark.parametrize("key", ["hf_token", "token", "api_key", "HF_TOKEN"])
+def test_vllm_args_that_name_a_secret_are_refused_pointing_to_hf_token(key):
+    with pytest.raises(UsageError) as e:
+        check_vllm_args({key: "hf_secretvalue123"})
+    msg = str(e.value)
+    assert f"--vllm-arg {key}=... holds a secret" in msg and "HF_TOKEN" in msg and "secretvalue" not in msg
+    check_vllm_args({"max_num_batched_tokens": 8192, "tokenizer_mode": "auto"})  # tokens, not a token
+
+
 def test_vllm_args_unknown_to_vllm_are_refused():
     assert check_vllm_args({"max_model_len": 2048}, known={"max_model_len"}) == {"max_model_len": 2048}
     with pytest.raises(UsageError, match="--vllm-arg max_modl_len=.*takes no argument of that name"):

@@ -62,10 +62,22 @@ RESERVED = {
 def check_request(gguf_file: str | None = None, model_args: dict | None = None) -> None:
     """The checks of a model request that need no file and no network (the command line makes them
     before anything else): UsageError for a --model-arg KEY that base-bench sets itself, naming the
-    flag to use instead, or for a --gguf-file NAME that is not a .gguf path inside a repo."""
-    for key in model_args or {}:
+    flag to use instead, for one that names a secret (a token, a key), for use_safetensors other than true, or for a --gguf-file NAME that is not a .gguf path inside a repo."""
+    from ..redact import names_secret
+
+    for key, value in (model_args or {}).items():
         if key in RESERVED:
             raise UsageError(f"--model-arg {key}: base-bench sets {key} itself; use {RESERVED[key]} instead")
+        if names_secret(key):
+            raise UsageError(
+                f"--model-arg {key}=... holds a secret, which base-bench never records or passes on; set "
+                "HF_TOKEN in the environment (or `hf auth login`) instead"
+            )
+        if key == "use_safetensors" and value is not True:
+            raise UsageError(
+                "--model-arg use_safetensors: only true is taken; base-bench never asks for pickled weights "
+                "(.bin) where a model has safetensors"
+            )
     why = gguf_name_problem(gguf_file) if gguf_file is not None else None
     if why:
         raise UsageError(why)

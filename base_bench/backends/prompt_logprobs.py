@@ -56,6 +56,7 @@ PromptLogprobs = Callable[[list[list[int]]], list[list[float | None]]]
 COPY_LENGTH = 32  # tokens in the random sequence that the copy test repeats
 COPY_MIN_GAIN = 2.0  # nats: mean log-prob of the second copy over the first (SmolLM2-135M: 7.8)
 ALIGN_MIN_DROP = 2.0  # nats: how much lower a replaced, no longer predictable token must score
+MAX_LOGPROB = 1e-6  # a log-prob above this is a probability over 1: refused at start-up and while scoring
 SPREAD_MAX = 1e-3  # nats per token: the most one prompt's log-probs may vary with what else is computed
 
 KNOWN = (
@@ -94,9 +95,9 @@ class PromptScorer:
                 total = 0.0
                 for i in range(n_ctx, n_ctx + len(c)):
                     v = values[i]
-                    if not _is_number(v) or not math.isfinite(v):
+                    if not _finite(v) or v > MAX_LOGPROB:
                         raise ScoringError(
-                            f"item {e.id}, choice {j}: {self.label} returned {v!r} as the log-prob of "
+                            f"item {e.id}, choice {j}: {self.label} returned {_clip_repr(v)} as the log-prob of "
                             f"continuation token {i - n_ctx}"
                         )
                     total += float(v)
@@ -107,6 +108,27 @@ class PromptScorer:
 
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _finite(v) -> bool:
+    """A number (not a bool) that is finite as a float: an integer too large for one is not."""
+    if not _is_number(v):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
+
+
+def _clip_repr(v) -> str:
+    """repr(v) for a message, at most 60 characters, with any registered secret removed."""
+    from ..redact import redact
+
+    try:
+        text = repr(v)
+    except (ValueError, RecursionError):  # an int of more than 4300 digits has no repr
+        text = f"a {type(v).__name__}"
+    return redact(text if len(text) <= 60 else text[:59] + "…")
 
 
 def check_engine(
@@ -234,8 +256,8 @@ def _shape(values, prompt: list[int], label: str) -> list[float | None]:
             f"{len(prompt)} tokens); {KNOWN}"
         )
     for i, v in enumerate(values[1:], start=1):
-        if not _is_number(v) or not math.isfinite(v) or v > 1e-6:
-            raise EngineCheckError(f"{label} returned {v!r} as the log-prob of prompt token {i}; {KNOWN}")
+        if not _finite(v) or v > MAX_LOGPROB:
+            raise EngineCheckError(f"{label} returned {_clip_repr(v)} as the log-prob of prompt token {i}; {KNOWN}")
     return [None] + [float(v) for v in values[1:]]
 
 

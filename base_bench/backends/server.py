@@ -28,9 +28,19 @@ and 5xx are retried up to `max_retries` times, with exponential backoff (BACKOFF
 most BACKOFF_CAP, honouring Retry-After) and jitter; then one line names the server and the last
 status. Other statuses fail at once. Requests run concurrently on one asyncio loop; SIGINT and
 SIGTERM cancel the requests in flight (their connections are closed) before the CLI's handler
-stops the run. The API key is read from the environment variable `api_key_env` names; it is sent
-as a bearer token and never printed, logged or written (text from the server is scrubbed of it
-too), and the URL is shown without credentials or query.
+stops the run. The API key is read from the environment variable `api_key_env` names (visible
+ASCII only, else UsageError before any request); it is sent as a bearer token, registered with
+base_bench.redact, and never printed, logged or written; the URL is shown without credentials or
+query.
+
+Every answer is untrusted (docs/operations.md, "Served answers"): JSON through untrusted.loads;
+`Accept-Encoding: identity` asked, gzip/deflate decoded here within a cap in proportion to the
+prompt tokens sent (a body that does not decode is retried as a transport failure); a 3xx is
+refused, never followed; every field's type is checked and every number converted with overflow
+caught; the strings a report keeps (root, version, system_fingerprint) pass redact.stored. The
+check's invariants hold for every answer while scoring: the value count the probe established,
+every log-prob finite and at most MAX_LOGPROB, choice indices 0..n-1 once each; a violation is a
+ModelError naming the item (the finished items stay saved for --resume).
 """
 
 from __future__ import annotations
@@ -44,14 +54,17 @@ import random
 import re
 import signal
 import threading
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from .. import untrusted
 from ..errors import ModelError, ServerError, UsageError
+from ..redact import redact, register, stored
 from .base import Backend
 from .identity import package_version, tokenizer_fingerprint
-from .prompt_logprobs import KNOWN, EngineCheckError, PromptScorer, check_engine
+from .prompt_logprobs import KNOWN, MAX_LOGPROB, EngineCheckError, PromptScorer, check_engine
 
 log = logging.getLogger("base_bench")
 
@@ -60,6 +73,8 @@ BACKOFF_CAP = 30.0  # the longest wait between two tries (Retry-After included)
 RETRY_STATUS = {408, 409, 425, 429}  # plus every 5xx
 MAX_PROMPTS_PER_REQUEST = 16
 MAX_RESPONSE_BYTES = 256 << 20  # an answer larger than this is refused, not read
+ANSWER_BASE_BYTES = 4 << 20  # an answer's decoded size: at most this ...
+ANSWER_BYTES_PER_TOKEN = 2048  # ... plus this per prompt token sent (vLLM's echo takes about 100)
 MAX_MODEL_LEN = 1 << 24  # a max_model_len above this is not believed
 
 
@@ -94,9 +109,18 @@ class _TokenMismatch(Exception):
     def line(self, where: str) -> str:
         return (
             f"the tokenizer does not match the server's: token {self.pos} of the prompt, id {self.token}, "
-            f"is {self.ours!r} in the tokenizer and {self.theirs!r} on the server; pass the served model's "
+            f"is {self.ours!r} in the tokenizer and {_shown(self.theirs)} on the server; pass the served model's "
             "own tokenizer with --tokenizer"
         )
+
+
+class _BadAnswer(Exception):
+    """An answer for prompt `prompt` (its index in the request's list) that breaks what the server
+    check established; `what` says how, with what the server sent shown redacted and clipped."""
+
+    def __init__(self, prompt: int, what: str):
+        super().__init__(prompt, what)
+        self.prompt, self.what = prompt, what
 
 
 class ServerBackend(Backend):
@@ -144,6 +168,9 @@ class ServerBackend(Backend):
         self.server_version: str | None = None
         self.system_fingerprint: str | None = None
         self.protocol: str | None = None  # "prompt_logprobs" or "echo", found by the probe
+        self.echo_extra: int | None = (
+            None  # echoed values past the prompt's (1: the generated token's), found by the probe
+        )
         self.check_record: dict | None = None
         self.tokenizer_source: str | None = None
         self.tokenize_offered: bool | None = None
@@ -176,19 +203,25 @@ class ServerBackend(Backend):
             )
         entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.served_model), None)
         if entry is None:
-            names = [str(e.get("id"))[:100] for e in entries[:10] if isinstance(e, dict)]
+            names = [_shown_id(e.get("id")) for e in entries[:10] if isinstance(e, dict)]
             raise UsageError(
-                f"{self.where} does not serve {self.served_model!r}; it serves {', '.join(map(repr, names)) or 'nothing'} "
+                f"{self.where} does not serve {self.served_model!r}; it serves {', '.join(names) or 'nothing'} "
                 "(pass one of those with --model)"
             )
         root = entry.get("root")
-        self.root = root if isinstance(root, str) and 0 < len(root) < 4096 else None
+        self.root = stored(root, "model root (/v1/models)") if isinstance(root, str) and root else None
         max_len = entry.get("max_model_len")
         if isinstance(max_len, int) and not isinstance(max_len, bool) and 1 < max_len <= MAX_MODEL_LEN:
             self.window = max_len - 1  # room for the one generated token every request asks for
         self.server_version = self._run(self._version())
         if self.tokenizer is None:
-            self.tokenizer, self.tokenizer_source = _load_tokenizer(self._tokenizer_spec, self.root, self.where)
+            root = None if (self.root or "").startswith("(withheld") else self.root
+            self.tokenizer, self.tokenizer_source = _load_tokenizer(self._tokenizer_spec, root, self.where)
+            if self._tokenizer_spec is None:
+                log.warning(
+                    f"note: the tokenizer is {self.root!r}, the model root {self.where} reports; pass "
+                    "--tokenizer to choose it yourself"
+                )
         else:
             self.tokenizer_source = "given"
         self.vocab_size = len(self.tokenizer)
@@ -210,6 +243,8 @@ class ServerBackend(Backend):
             record = check_engine(self.logprobs, self.vocab_size, avoid=avoid, label=self.where)
         except _TokenMismatch as m:
             raise ModelError(f"{self.where}: {m.line(self.where)}") from None
+        except _BadAnswer as b:
+            raise EngineCheckError(f"{self.where} failed the server check: {b.what}; {KNOWN}") from None
         self.check_record = {**record, "protocol": probe}
         return self.check_record
 
@@ -236,8 +271,10 @@ class ServerBackend(Backend):
                 f"ids of the card's tokenization, so the server must take them; {KNOWN}"
             ) from None
         choice = _choices(reply, 1, self.where)[0]
-        self.system_fingerprint = _short(reply.get("system_fingerprint"))
-        echoed = _echo_values(choice, len(ids))
+        self.system_fingerprint = stored(reply.get("system_fingerprint"), "system_fingerprint")
+        echoed = _probe_echo(choice, len(ids), self.where)
+        self.echo_extra = len(echoed) - len(ids) if len(echoed) in (len(ids), len(ids) + 1) else None
+        echoed = echoed[: len(ids)]
         offered = choice.get("prompt_logprobs")
         self.protocol = "echo"
         if note is None and not isinstance(offered, list):
@@ -245,8 +282,8 @@ class ServerBackend(Backend):
         elif note is None:
             try:
                 values = _prompt_logprob_values(offered, ids, self.where)
-            except EngineCheckError as exc:
-                values, note = None, f"not usable: {exc}"
+            except (EngineCheckError, _BadAnswer) as exc:
+                values, note = None, f"not usable: {exc if isinstance(exc, EngineCheckError) else exc.what}"
             if values is not None and values != echoed:
                 note = "differs from the echoed log-probs"
             elif values is not None:
@@ -376,22 +413,27 @@ class ServerBackend(Backend):
             body["prompt_logprobs"] = 0
         else:
             body.update(echo=True, logprobs=0)
-        reply = await self._post("/completions", body)
+        reply = await self._post("/completions", body, tokens=sum(map(len, prompts)))
         out = []
+        strict = self.check_record is not None  # during the check, check_engine says what is wrong with a shape
         for k, (choice, ids) in enumerate(zip(_choices(reply, len(prompts), self.where), prompts)):
-            if self.protocol == "prompt_logprobs":
-                entries = choice.get("prompt_logprobs")
-                if not isinstance(entries, list):
-                    raise EngineCheckError(f"{self.where} stopped returning prompt_logprobs; {KNOWN}")
-                values = _prompt_logprob_values(entries, ids, self.where)
-                strings = [
-                    e.get(str(t), {}).get("decoded_token") if isinstance(e, dict) else None
-                    for e, t in zip(entries, ids)
-                ]
-            else:
-                values = _echo_values(choice, len(ids))
-                tokens = (choice.get("logprobs") or {}).get("tokens")
-                strings = tokens[: len(ids)] if isinstance(tokens, list) and len(tokens) >= len(ids) else []
+            try:
+                if self.protocol == "prompt_logprobs":
+                    entries = choice.get("prompt_logprobs")
+                    if not isinstance(entries, list):
+                        raise _BadAnswer(k, f"it stopped returning prompt_logprobs (sent {_shown(entries)})")
+                    if strict and len(entries) != len(ids):
+                        raise _BadAnswer(
+                            k, f"it returned {len(entries)} prompt_logprobs for a prompt of {len(ids)} tokens"
+                        )
+                    values = _prompt_logprob_values(entries, ids, self.where)
+                    strings = [_decoded(e, t) for e, t in zip(entries, ids)]
+                else:
+                    values, strings = _echo_answer(choice, len(ids), self.echo_extra if strict else -1)
+                if strict:
+                    _check_values(values, len(ids))
+            except _BadAnswer as b:
+                raise _BadAnswer(offset + k, b.what) from None
             self._compare_strings(offset + k, ids, strings)
             out.append(values)
         self.counts["prompts"] += len(prompts)
@@ -432,7 +474,9 @@ class ServerBackend(Backend):
         if self._http is None:
             import httpx2
 
-            headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+            headers = {"Accept-Encoding": "identity"}
+            if self._key:
+                headers["Authorization"] = f"Bearer {self._key}"
             self._http = httpx2.AsyncClient(
                 headers=headers,
                 timeout=httpx2.Timeout(self.request_timeout),
@@ -445,8 +489,12 @@ class ServerBackend(Backend):
     async def _get_json(self, url: str, what: str, optional: bool = False):
         return await self._request("GET", url, None, what, optional=optional)
 
-    async def _post(self, path: str, body: dict):
-        return await self._request("POST", f"{self.base_url}{path}", body, f"/v1{path}")
+    async def _post(self, path: str, body: dict, tokens: int | None = None):
+        if tokens is None:
+            prompt = body.get("prompt") or []
+            tokens = sum(len(p) for p in prompt) if prompt and isinstance(prompt[0], list) else len(prompt)
+        limit = ANSWER_BASE_BYTES + ANSWER_BYTES_PER_TOKEN * tokens
+        return await self._request("POST", f"{self.base_url}{path}", body, f"/v1{path}", limit=limit)
 
     async def _version(self) -> str | None:
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
@@ -454,7 +502,7 @@ class ServerBackend(Backend):
             got = await self._request("GET", f"{root}/version", None, "/version", optional=True, retry=False)
         except ServerError:
             return None
-        return _short(got.get("version")) if isinstance(got, dict) else None
+        return stored(got.get("version"), "version (/version)") if isinstance(got, dict) else None
 
     async def _tokenize(self, root: str, text: str, optional: bool = False):
         body = {"model": self.served_model, "prompt": text, "add_special_tokens": False}
@@ -462,15 +510,16 @@ class ServerBackend(Backend):
         if got is None:
             return None
         tokens = got.get("tokens") if isinstance(got, dict) else None
-        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
             if optional:
                 return None
             raise ServerError(f"{self.where} answered /tokenize without a list of token ids")
         return tokens
 
-    async def _request(self, method, url, body, what, *, optional=False, retry=True):
+    async def _request(self, method, url, body, what, *, optional=False, retry=True, limit=ANSWER_BASE_BYTES):
         """JSON from one request, retried as the module docstring says. `optional`: None for a 404
-        or 405 (an endpoint the server does not have)."""
+        or 405 (an endpoint the server does not have). `limit`: the most bytes the answer may
+        decode to. An answer that cannot be decoded is retried as a connection failure is."""
         import httpx2
 
         last, wait, raw = "no answer", None, b""
@@ -482,9 +531,14 @@ class ServerBackend(Backend):
                 wait = None
             self.counts["requests"] += 1
             try:
-                status, headers, raw = await asyncio.wait_for(self._send(method, url, body), self.request_timeout)
+                status, headers, raw = await asyncio.wait_for(
+                    self._send(method, url, body, limit), self.request_timeout
+                )
             except (asyncio.TimeoutError, httpx2.TimeoutException):
                 last = f"no answer within {self.request_timeout:g} s"
+                continue
+            except _Undecodable as exc:
+                last = str(exc)
                 continue
             except httpx2.TransportError as exc:
                 last = f"{_transport_reason(exc)} ({type(exc).__name__})"
@@ -498,6 +552,13 @@ class ServerBackend(Backend):
                 continue
             if optional and status in (404, 405):
                 return None
+            if 300 <= status < 400 or status < 200:
+                raise ServerError(
+                    f"{self.where} answered {what} with HTTP {status} {_reason(status)}, which base-bench does not "
+                    "follow or read (a redirect is never followed); pass the URL that answers with --base-url",
+                    status=status,
+                    detail=f"HTTP {status}",
+                )
             if status >= 400:
                 raise ServerError(
                     f"{self.where} answered {what} with HTTP {status} {_reason(status)}: "
@@ -506,9 +567,11 @@ class ServerBackend(Backend):
                     detail=f"HTTP {status}: {self._scrub(_message(raw))}",
                 )
             try:
-                return json.loads(raw)
-            except ValueError:
-                raise ServerError(f"{self.where} answered {what} with something that is not JSON") from None
+                return untrusted.loads(raw)
+            except ValueError as exc:
+                raise ServerError(
+                    f"{self.where} answered {what} with something that is not JSON ({_clip(untrusted.problem(exc), 100)})"
+                ) from None
         else:
             raise ServerError(
                 f"{self.where} did not answer {what} after {tries} tr{'y' if tries == 1 else 'ies'}; the last: "
@@ -521,19 +584,32 @@ class ServerBackend(Backend):
             detail=f"HTTP 500: {self._scrub(_message(raw))}",
         )
 
-    async def _send(self, method, url, body) -> tuple[int, dict, bytes]:
+    async def _send(self, method, url, body, limit: int = ANSWER_BASE_BYTES) -> tuple[int, dict, bytes]:
+        """(status, headers, body) of one request. The body is read as sent (identity is asked for;
+        gzip and deflate are decoded here, bounded): at most `limit` bytes sent and at most `limit`
+        decoded, else ServerError; a body that does not decode is _Undecodable (retried)."""
+        limit = min(limit, MAX_RESPONSE_BYTES)
         async with self._client().stream(method, url, json=body) as r:
-            size = int(r.headers.get("content-length") or 0)
-            if size > MAX_RESPONSE_BYTES:
+            try:
+                size = int(r.headers.get("content-length") or 0)
+            except ValueError:
+                size = 0
+            if size > limit:
                 raise ServerError(
-                    f"{self.where} sent an answer of {size} bytes; the most base-bench reads is {MAX_RESPONSE_BYTES}"
+                    f"{self.where} sent an answer of {size} bytes; the most base-bench reads here is {limit}"
                 )
+            encoding = (r.headers.get("content-encoding") or "identity").strip().lower()
+            if encoding not in ("identity", "gzip", "x-gzip", "deflate"):
+                raise _Undecodable(f"an answer in an encoding base-bench does not read ({_clip(encoding, 20)!r})")
+            decoder = None if encoding == "identity" else _Decoder(encoding, limit, self.where)
             chunks, size = [], 0
-            async for chunk in r.aiter_bytes():
+            async for chunk in r.aiter_raw():
                 size += len(chunk)
-                if size > MAX_RESPONSE_BYTES:
-                    raise ServerError(f"{self.where} sent an answer of over {MAX_RESPONSE_BYTES} bytes; refused")
-                chunks.append(chunk)
+                if size > limit:
+                    raise ServerError(f"{self.where} sent an answer of over {limit} bytes; refused")
+                chunks.append(decoder.feed(chunk) if decoder else chunk)
+            if decoder:
+                chunks.append(decoder.end())
             return r.status_code, dict(r.headers), b"".join(chunks)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -543,8 +619,8 @@ class ServerBackend(Backend):
 
     def _scrub(self, text: str) -> str:
         """`text` (from the server) as one short line, the API key removed."""
-        text = " ".join(str(text).split())[:300]
-        return text.replace(self._key, "<api key>") if self._key else text
+        text = " ".join(str(text).replace(self._key or "\0", "<api key>").split())[:300]
+        return redact(text)
 
     # ------------------------------------------------------------------ the event loop
 
@@ -616,8 +692,15 @@ def _read_key(env: str | None) -> str | None:
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env or ""):
         raise UsageError(f"--api-key-env takes the name of an environment variable, not {env[:40]!r}")
     key = os.environ.get(env, "")
+    register(key)
     if not key.strip():
         raise UsageError(f"--api-key-env {env}: the environment variable {env} is not set or is empty")
+    if not re.fullmatch(r"[\x21-\x7e]+", key.strip()):
+        raise UsageError(
+            f"--api-key-env {env}: the key in {env} holds a character other than visible ASCII (a line break, "
+            "a space, a control character or a non-ASCII letter), which an HTTP header cannot carry; set it "
+            "to the key alone"
+        )
     return key.strip()
 
 
@@ -661,8 +744,86 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _short(v) -> str | None:
-    return v[:100] if isinstance(v, str) else None
+def _shown(v) -> str:
+    """A value a server sent, for a message: its repr, clipped to 60 characters, redacted."""
+    try:
+        text = repr(v) if not isinstance(v, (dict, list)) else json.dumps(v)[:200]
+    except (ValueError, RecursionError):
+        text = type(v).__name__
+    return redact(_clip(text, 60))
+
+
+def _shown_id(v) -> str:
+    """A served model id for a message: itself where it is printable ASCII of at most 100
+    characters and holds no secret, else a placeholder."""
+    if isinstance(v, str) and re.fullmatch(r"[\x20-\x7e]{1,100}", v) and redact(v) == v:
+        return repr(v)
+    return "(an id withheld)"
+
+
+class _Undecodable(Exception):
+    """An answer whose Content-Encoding cannot be read (bad gzip, an unknown encoding)."""
+
+
+class _Decoder:
+    """Bounded gzip/deflate decoding: _Undecodable for bad data, ServerError past `limit` bytes."""
+
+    def __init__(self, encoding: str, limit: int, where: str):
+        wbits = 16 + zlib.MAX_WBITS if "gzip" in encoding else zlib.MAX_WBITS
+        self.z, self.limit, self.where, self.size = zlib.decompressobj(wbits), limit, where, 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        try:
+            out = self.z.decompress(chunk, self.limit + 1 - self.size)
+        except zlib.error:
+            raise _Undecodable("an answer that is not the gzip or deflate it says it is") from None
+        self.size += len(out)
+        if self.size > self.limit or self.z.unconsumed_tail:
+            raise ServerError(f"{self.where} sent an answer that decodes to over {self.limit} bytes; refused")
+        return out
+
+    def end(self) -> bytes:
+        try:
+            out = self.z.flush()
+        except zlib.error:
+            raise _Undecodable("an answer that is not the gzip or deflate it says it is") from None
+        if not self.z.eof:
+            raise _Undecodable("an answer whose gzip or deflate stream is cut short")
+        self.size += len(out)
+        if self.size > self.limit:
+            raise ServerError(f"{self.where} sent an answer that decodes to over {self.limit} bytes; refused")
+        return out
+
+
+def _number(v, what: str, prompt: int = 0) -> float | None:
+    """A log-prob the server sent as a float (None stays None); _BadAnswer for anything that is not
+    a finite number (a string, a bool, NaN, an integer too large for a float)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _BadAnswer(prompt, f"it returned {_shown(v)} as the log-prob of {what}")
+    try:
+        f = float(v)
+    except OverflowError:
+        raise _BadAnswer(prompt, f"it returned a number of {len(str(v))} digits as the log-prob of {what}") from None
+    if not math.isfinite(f):
+        raise _BadAnswer(prompt, f"it returned {f!r} as the log-prob of {what}")
+    return f
+
+
+def _check_values(values: list, n: int) -> None:
+    """The server check's invariants on one answer: n values, the first None or a number, every
+    other a finite number of at most MAX_LOGPROB."""
+    if len(values) != n:
+        raise _BadAnswer(0, f"it returned {len(values)} log-probs for a prompt of {n} tokens")
+    for i, v in enumerate(values[1:], start=1):
+        if v is None or v > MAX_LOGPROB:
+            raise _BadAnswer(0, f"it returned {_shown(v)} as the log-prob of prompt token {i}")
+
+
+def _decoded(entry, t: int):
+    v = entry.get(str(t)) if isinstance(entry, dict) else None
+    return v.get("decoded_token") if isinstance(v, dict) else None
 
 
 def _looks_like_hub_id(text: str) -> bool:
@@ -680,23 +841,57 @@ def _texts(item):
 
 
 def _choices(reply, n: int, where: str) -> list[dict]:
+    """The n choices of an answer, in prompt order: each a dict; their indices, where any is given,
+    exactly 0..n-1 once each (a repeated or missing index is refused, not sorted away)."""
     choices = reply.get("choices") if isinstance(reply, dict) else None
     if not isinstance(choices, list) or len(choices) != n or not all(isinstance(c, dict) for c in choices):
         got = len(choices) if isinstance(choices, list) else "no"
         raise EngineCheckError(f"{where} answered {got} choices for {n} prompts; {KNOWN}")
-    if all(isinstance(c.get("index"), int) for c in choices):
-        choices = sorted(choices, key=lambda c: c["index"])
-    return choices
+    indices = [c.get("index") for c in choices]
+    if all(i is None for i in indices):
+        return choices
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in indices) or sorted(indices) != list(range(n)):
+        raise EngineCheckError(
+            f"{where} answered {n} prompts with choice indices {_shown(indices)}, not 0 to {n - 1} once each; {KNOWN}"
+        )
+    return sorted(choices, key=lambda c: c["index"])
 
 
-def _echo_values(choice: dict, n: int) -> list:
-    """The echoed log-probs of the prompt's n tokens: token_logprobs without the generated token's.
-    Anything else (a shorter list, none at all) is passed on for the check to refuse."""
+def _probe_echo(choice: dict, n: int, where: str) -> list:
+    """The probe's echoed token_logprobs as numbers, all of them (the check refuses a wrong count)."""
     lp = choice.get("logprobs")
     values = lp.get("token_logprobs") if isinstance(lp, dict) else None
     if not isinstance(values, list):
         return []
-    return values[:n] if len(values) == n + 1 else values
+    try:
+        return [_number(v, f"prompt token {i}") for i, v in enumerate(values)]
+    except _BadAnswer as b:
+        raise EngineCheckError(f"{where} failed the server check: {b.what}; {KNOWN}") from None
+
+
+def _echo_answer(choice: dict, n: int, extra: int | None) -> tuple[list, list]:
+    """(values, token strings) of one echoed answer for a prompt of n tokens: exactly n + `extra`
+    token_logprobs (what the probe established), as numbers; the strings where given as a list.
+    `extra` -1 (during the start-up check): the values as given, less the generated token's, for
+    the check to judge."""
+    lp = choice.get("logprobs")
+    values = lp.get("token_logprobs") if isinstance(lp, dict) else None
+    if not isinstance(values, list):
+        if extra == -1:
+            return [], []
+        raise _BadAnswer(0, f"it returned no echoed token_logprobs (sent {_shown(values)})")
+    if extra == -1:
+        values = values[:n] if len(values) == n + 1 else values
+        tokens = lp.get("tokens")
+        strings = tokens[:n] if isinstance(tokens, list) and len(tokens) >= n else []
+        return [_number(v, f"prompt token {i}") for i, v in enumerate(values)], strings
+    if extra is None or len(values) != n + extra:
+        want = "" if extra is None else f", not the {n + extra} the start-up check established"
+        raise _BadAnswer(0, f"it returned {len(values)} echoed log-probs for a prompt of {n} tokens{want}")
+    out = [_number(v, f"prompt token {i}") for i, v in enumerate(values[:n])]
+    tokens = lp.get("tokens")
+    strings = tokens[:n] if isinstance(tokens, list) and len(tokens) >= n else []
+    return out, strings
 
 
 def _prompt_logprob_values(entries: list, ids: list[int], where: str) -> list:
@@ -708,12 +903,12 @@ def _prompt_logprob_values(entries: list, ids: list[int], where: str) -> list:
     for i, (e, t) in enumerate(zip(entries[1:], ids[1:]), start=1):
         v = e.get(str(t)) if isinstance(e, dict) else None
         if not isinstance(v, dict):
-            other = list(e)[:1] if isinstance(e, dict) else e
+            other = _shown(list(e)[:1] if isinstance(e, dict) else e)
             raise EngineCheckError(
                 f"{where}'s prompt_logprobs at position {i} are for token {other}, not the prompt's token {t}: "
                 f"its log-probs are not aligned with the prompt; {KNOWN}"
             )
-        out.append(v.get("logprob"))
+        out.append(_number(v.get("logprob"), f"prompt token {i}"))
     return out
 
 
@@ -789,10 +984,17 @@ class _ServerScorer(PromptScorer):
     def __call__(self, batch):
         try:
             return super().__call__(batch)
-        except _TokenMismatch as m:
+        except (_TokenMismatch, _BadAnswer) as m:
+            line = m.line(self.backend.where) if isinstance(m, _TokenMismatch) else self._bad(m)
             k = m.prompt
             for e in batch:
                 if k < len(e.continuations):
-                    raise ModelError(f"item {e.id}: {m.line(self.backend.where)}") from None
+                    raise ModelError(f"item {e.id}, choice {k}: {line}") from None
                 k -= len(e.continuations)
-            raise ModelError(m.line(self.backend.where)) from None
+            raise ModelError(line) from None
+
+    def _bad(self, b: _BadAnswer) -> str:
+        return (
+            f"{self.backend.where} broke what its start-up check established: {b.what}; the run stops here, "
+            "the finished items are kept (continue with --resume once the server is fixed)"
+        )

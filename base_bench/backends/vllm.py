@@ -118,8 +118,16 @@ def device_type() -> str:
 
 def check_vllm_args(args: dict, known: Sequence[str] | None = None) -> dict:
     """`--vllm-arg` as keyword arguments for `vllm.LLM`: UsageError (one line) for a key base-bench
-    sets itself (naming the flag to use) or, when `known` is given, for one vLLM does not take."""
+    sets itself (naming the flag to use), for one that names a secret (hf_token: HF_TOKEN is read
+    from the environment instead, and no secret enters the run's identity) or, when `known` is given, for one vLLM does not take."""
+    from ..redact import names_secret
+
     for key in args:
+        if names_secret(key):
+            raise UsageError(
+                f"--vllm-arg {key}=... holds a secret, which base-bench never records or passes on; set "
+                "HF_TOKEN in the environment instead (vLLM reads it there)"
+            )
         if key in RESERVED:
             use = RESERVED[key]
             raise UsageError(

@@ -386,7 +386,9 @@ def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: boo
         model_info=info,
     )
     if speak:
-        print("\n".join(summary_lines(report)))
+        from ..redact import redact
+
+        print(redact("\n".join(summary_lines(report))))
         print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
     return 0
 
@@ -676,7 +678,9 @@ class _TqdmHandler(logging.Handler):
     def emit(self, record):
         from tqdm import tqdm
 
-        tqdm.write(self.format(record), file=sys.stderr)
+        from ..redact import redact
+
+        tqdm.write(redact(self.format(record)), file=sys.stderr)
 
 
 def _show_notes() -> None:
@@ -750,6 +754,16 @@ def _error_exit(exc: BaseBenchError) -> int:
     return fail(exc, code)
 
 
+def _register_env_secrets() -> None:
+    """HF_TOKEN (and its older name) are secrets of every run: never printed or written."""
+    import os
+
+    from ..redact import register
+
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        register(os.environ.get(name))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in SUBCOMMANDS:
@@ -757,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return import_module(f".{argv[0]}", __package__).main(argv[1:])
     args = None
+    _register_env_secrets()
     try:
         if argv and argv[0] == "run":
             argv = argv[1:]

@@ -84,7 +84,9 @@ def fail(exc: BaseException, code: int | None = None) -> int:
     EXIT_STORAGE for a StorageError, else EXIT_USAGE)."""
     if code is None:
         code = EXIT_STORAGE if isinstance(exc, StorageError) else EXIT_USAGE
-    print(f"base-bench: error: {printable(str(exc))}", file=sys.stderr)
+    from ..redact import redact
+
+    print(f"base-bench: error: {redact(printable(str(exc)))}", file=sys.stderr)
     return code
 
 
@@ -193,9 +195,14 @@ def add_key_value_flag(p: argparse.ArgumentParser, flag: str, help: str) -> None
 
 
 def key_values(pairs, flag: str) -> dict:
-    """The (KEY, VALUE) pairs of a repeated `key_value_arg` flag as a dict; UsageError for a KEY given twice."""
+    """The (KEY, VALUE) pairs of a repeated `key_value_arg` flag as a dict; UsageError for a KEY given
+    twice. A value whose KEY names a secret (token=..., api_key=...) is registered with base_bench.redact."""
+    from ..redact import names_secret, register
+
     out: dict = {}
     for key, value in pairs or []:
+        if names_secret(key):
+            register(value if isinstance(value, str) else json.dumps(value))
         if key in out:
             raise UsageError(f"{flag} {key}=... is given twice; give it once")
         out[key] = value

@@ -55,6 +55,7 @@ except ImportError:  # Windows: no flock; lock() warns that the out-dir is not p
 from .. import untrusted
 from ..errors import RunError, StorageError
 from ..items.records import ItemResult
+from ..redact import redact_bytes
 from ..results.reports_io import fsync_dir, non_regular, temp_files, write_all, write_atomic
 
 RUN_FILES = ("report.json", "predictions.md", "partial_results.jsonl", "run_config.json")
@@ -253,7 +254,7 @@ class RunStore:
         results = list(results)
         if not results:
             return
-        data = "".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in results).encode("utf-8")
+        data = redact_bytes("".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in results).encode("utf-8"))
         path = self.path(PARTIAL)
         try:
             fd = self._open_in_place(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)

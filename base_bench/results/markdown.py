@@ -17,6 +17,9 @@ Python-Markdown) finds markup in the text:
   attribute list, heading, table cell break, strike-through or math;
 * so does a run of `_` unless it stands between two letters or digits (`code_completion-050`
   stays as it is: CommonMark never reads such a run as emphasis);
+* so does what GFM's autolink extension would make a link from (the `:` of `://`, the `.` of
+  `www.`, an `@`), so `https://phish.example`, `www.phish.example` and `a@phish.example` stay text
+  on GitHub too (the escape renders as the character itself);
 * a `-`, `+` or `=` at the start, or a number followed by `.` or `)` and a space, is escaped too,
   so a field at the start of a line starts no list item, rule or setext heading;
 * line breaks (CR, LF, VT, FF, NEL, U+2028, U+2029) become "⏎", a tab a space, and every other
@@ -42,6 +45,9 @@ _ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _BACKSLASHED = "\\`*[]{}#|~$"
 _SPECIAL_RE = re.compile("[" + re.escape("&<>" + _BACKSLASHED) + "]|(?<![^\\W_])_+|_+(?![^\\W_])")
 _LEADING_RE = re.compile(r"^([-+=])|^(\d{1,9})([.)])(?=\s|$)")
+# what GFM's autolink extension starts a link from: the ":" of "://" (http://, https://, ftp://),
+# the "." of "www.", and the "@" of an address (a@b.example, mailto:, xmpp:)
+_AUTOLINK_RE = re.compile(r"(?i)(?<=www)\.|:(?=//)|@")
 
 
 def one_line(text) -> str:
@@ -55,6 +61,7 @@ def md_text(text) -> str:
     """`text` (any value; str() is taken) as Markdown inline text that renders as itself."""
     s = one_line(text)
     s = _SPECIAL_RE.sub(lambda m: _ENTITIES.get(m[0]) or "".join("\\" + c for c in m[0]), s)
+    s = _AUTOLINK_RE.sub(lambda m: "\\" + m[0], s)
     return _LEADING_RE.sub(lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3], s)
 
 

@@ -271,10 +271,12 @@ def write_atomic(path: str | Path, data: str | bytes) -> None:
     file is made by mkstemp (O_EXCL, a random name, so no planted link is followed and no other
     writer shares it), with the mode a plain open would give (0666 less the umask). The folder must
     exist. If the write fails (a full disk, an I/O error), the OSError is raised and the temporary
-    file is removed.
+    file is removed. Every secret registered with base_bench.redact is removed from `data` first.
     """
+    from ..redact import redact_bytes
+
     path = Path(path)
-    blob = data.encode("utf-8") if isinstance(data, str) else data
+    blob = redact_bytes(data.encode("utf-8") if isinstance(data, str) else data)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         try:
