@@ -217,11 +217,6 @@ class ServerBackend(Backend):
         if self.tokenizer is None:
             root = None if (self.root or "").startswith("(withheld") else self.root
             self.tokenizer, self.tokenizer_source = _load_tokenizer(self._tokenizer_spec, root, self.where)
-            if self._tokenizer_spec is None:
-                log.warning(
-                    f"note: the tokenizer is {self.root!r}, the model root {self.where} reports; pass "
-                    "--tokenizer to choose it yourself"
-                )
         else:
             self.tokenizer_source = "given"
         self.vocab_size = len(self.tokenizer)
