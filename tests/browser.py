@@ -108,14 +108,19 @@ def wait_for(driver, condition, timeout: float = 20.0):
         time.sleep(0.05)
 
 
+BROWSER_PAGES = ("chrome://", "chrome-untrusted://", "devtools://")  # the browser's own start page and UI
+
+
 def requests(driver) -> list[str]:
-    """The URLs of every request the browser sent since the last call (Network.requestWillBeSent
-    and WebSocket creation, from the performance log)."""
+    """The URLs of every request sent since the last call (Network.requestWillBeSent and WebSocket
+    creation, from the performance log), but those of the browser's own pages: its start tab loads
+    chrome:// resources for a while after launch, whatever the test opens."""
     out = []
     for entry in driver.get_log("performance"):
         msg = json.loads(entry["message"])["message"]
         if msg["method"] == "Network.requestWillBeSent":
-            out.append(msg["params"]["request"]["url"])
+            if not str(msg["params"].get("documentURL", "")).startswith(BROWSER_PAGES):
+                out.append(msg["params"]["request"]["url"])
         elif msg["method"] == "Network.webSocketCreated":
             out.append(msg["params"]["url"])
     return out

@@ -122,6 +122,15 @@ def search(driver, text: str) -> None:
     wait_for(driver, lambda: js(driver, "return document.getElementById('status').dataset.query") == text)
 
 
+def test_a_request_is_seen(driver, tmp_path):
+    """The check that a page makes no request can fail: a page with one image is caught fetching it."""
+    page = tmp_path / "img.html"
+    page.write_text('<!DOCTYPE html><html><body><img src="x.png" alt="x"></body></html>')
+    url = open_page(driver, page, ready=False)
+    wait_for(driver, lambda: js(driver, "return document.readyState") == "complete")
+    assert requests(driver) == [url, (tmp_path / "x.png").as_uri()]
+
+
 def test_every_filter_counts_what_the_reports_say(driver, bundled_runs):
     url = open_page(driver, bundled_runs["page"])
     reps, items = bundled_runs["reports"], bundled_runs["source"].dataset.items
