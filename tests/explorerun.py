@@ -8,7 +8,7 @@ items of a data file, made-up scores. No model is loaded.
 
 Each choice gets a random summed log-prob and token count; the prediction follows the card's rule
 (pick), so `correct`, `selected_text` and the margins are what a real run would record for those
-scores. `skill` raises the label's score, so runs are right on about that share of items beyond chance.
+scores. `skill` brings the label's score nearer 0 on about that share of items, so runs beat chance.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def scored_report(
         choices = []
         for k in range(len(it.continuations)):
             n = rng.randint(1, 8)
-            mean = -rng.uniform(0.5, 6.0) + (2.0 if k == it.label and rng.random() < skill else 0.0)
+            mean = -rng.uniform(0.5, 6.0) * (0.25 if k == it.label and rng.random() < skill else 1.0)
             choices.append(ChoiceScore(mean * n, n))
         choices = tuple(choices)
         results[it.id] = ItemResult(it.id, choices, pick(choices), it.label, truncated=rng.random() < 0.02)
