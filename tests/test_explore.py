@@ -95,6 +95,7 @@ def test_rows_and_flags_follow_the_data_file(bundled, runs, page):
     assert d["items"]["id"] == [it.id for it in bundled.dataset.items]
     assert d["items"]["context"][0] == bundled.dataset.items[0].context
     assert d["items"]["label"] == [it.label for it in bundled.dataset.items]
+    assert d["items"]["tags"][0] == ["idiom"]  # the item's own tags; the canary tag is on top of the page
     reps = [load_report(runs[k]) for k in ("f32", "q4", "part")]
     by = [{it["id"]: it for it in r["items"]} for r in reps]
     for n, i in enumerate(d["items"]["id"]):
@@ -160,7 +161,7 @@ def test_redact_leaves_no_item_text(bundled, runs, tmp_path, capsys):
     assert "do not publish" in out
     text = (tmp_path / "explore.html").read_text()
     d = page_data(text)
-    assert d["redacted"] and "context" not in d["items"] and "continuations" not in d["items"]
+    assert d["redacted"] and not {"context", "continuations", "tags"} & set(d["items"])
     plain = html.unescape(text)
     for it in bundled.dataset.items:
         assert it.context not in plain and json.dumps(it.context)[1:-1] not in text

@@ -30,6 +30,7 @@ import hashlib
 import html
 import json
 import math
+import re
 from collections.abc import Sequence
 
 from ..items import card
@@ -39,6 +40,7 @@ from .pairing import FLIP_KEYS, flips, pair_items, run_info
 from .reports_io import ReportError, backend_name
 
 PAGE_FILE = "explore.html"
+_GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")  # a canary tag
 TERMS_NOTICE = (
     "These are benchmark items. The benchmark's terms allow them to be used only to evaluate models: "
     "no part of them (questions, continuations, answers, labels) may be used to train a model in any "
@@ -215,6 +217,7 @@ def build_page(reports: Sequence[dict], items: Sequence[Item], data_record: dict
     if not redact:
         page_items["context"] = [it.context for it in rows]
         page_items["continuations"] = [list(it.continuations) for it in rows]
+        page_items["tags"] = [[t for t in it.tags if not _GUID.search(t)] for it in rows]  # the canary is on top
     sha = data_record["sha256"]
     return {
         "benchmark": f"BananaMind Base Bench {card.VERSION}",

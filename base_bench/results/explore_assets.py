@@ -226,6 +226,7 @@ SCRIPT = r"""
     meta.appendChild(el("div", "id", I.id[i]));
     meta.appendChild(el("div", "cat", D.categories[I.category[i]]));
     meta.appendChild(el("div", "diff", D.difficulties[I.difficulty[i]] + " · item Elo " + I.item_elo[i]));
+    if (I.tags && I.tags[i].length) meta.appendChild(el("div", "muted tags", "tags: " + I.tags[i].join(", ")));
     if (I.disagree[i]) meta.appendChild(el("div", "muted", "runs disagree"));
     tr.appendChild(meta);
     tr.appendChild(el("td", "ctx", I.context ? I.context[i] : "(context left out)"));
