@@ -7,6 +7,11 @@ that is already loaded (in a notebook, or inside a training job):
     report = evaluate(model, tokenizer)        # the dict report.json holds
     report["results"]["overall"]["elo"]
 
+Finished runs, side by side item by item in one self-contained page (`base-bench explore`):
+
+    from base_bench import explore
+    explore(["runs/a", "runs/b"], "explore-out")   # writes explore-out/explore.html
+
 `base_bench.integrations.BaseBenchCallback` scores the live model from a transformers Trainer.
 The layout, top to bottom (each subpackage imports only those below it; tests/test_layout.py):
 `commands/` (the command lines), `contamination/` and `integrations/`, `evaluation.py` (the one
@@ -30,6 +35,7 @@ from .version import __version__
 
 __all__ = [
     "evaluate",
+    "explore",
     "BaseBenchError",
     "DataError",
     "DistributedError",
@@ -51,4 +57,8 @@ def __getattr__(name):
         from .evaluation import evaluate
 
         return evaluate
+    if name == "explore":
+        from .commands.explore import explore
+
+        return explore
     raise AttributeError(f"module 'base_bench' has no attribute {name!r}")

@@ -337,9 +337,11 @@ def test_help_names_the_subcommands_and_each_has_its_own(capsys):
     assert exit_.value.code == 0
     out = capsys.readouterr().out
     assert "base-bench compare RUN_A RUN_B" in out and "base-bench leaderboard RUN_DIR..." in out
+    assert "base-bench explore RUN_DIR..." in out
     for sub, words in (
         ("compare", ["RUN_A", "RUN_B", "--json", "--markdown", "--resamples", "--seed", "--force"]),
         ("leaderboard", ["RUN_DIR", "--out", "--strict", "--force"]),
+        ("explore", ["RUN_DIR", "--out-dir", "--data", "--redact", "--force", "publish"]),
     ):
         with pytest.raises(SystemExit) as exit_:
             main([sub, "--help"])

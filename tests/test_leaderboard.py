@@ -69,9 +69,9 @@ def test_writes_md_html_and_pngs_with_groups_per_checksum(runs, tmp_path, capsys
     assert "org/other-data" not in first and "org/other-data" in second
     assert first.index("| 1 | org/strong") < first.index("| 2 | middle.gguf") < first.index("| 3 | org/weak")
     assert "| 1 | org/other-data" in second
-    strong_ci = re.search(r"\| 1 \| org/strong \| (\d+) \| (\d+)–(\d+) \|", first)
+    strong_ci = re.search(r"\| 1 \| org/strong \| transformers \| (\d+) \| (\d+)–(\d+) \|", first)
     assert strong_ci and int(strong_ci.group(3)) - int(strong_ci.group(2)) == 120
-    assert re.search(r"\| 3 \| org/weak \| \d+ \| n/a \|", first)
+    assert re.search(r"\| 3 \| org/weak \| transformers \| \d+ \| n/a \|", first)
     assert "| yes |" in first  # the official flag of `middle`
 
     pngs = sorted(p.name for p in out.glob("*.png"))
@@ -97,7 +97,7 @@ def test_writes_md_html_and_pngs_with_groups_per_checksum(runs, tmp_path, capsys
     for s in srcs:
         assert base64.b64decode(s.split(",", 1)[1])[:8] == PNG_MAGIC
     assert "href=" not in html and "<link" not in html and "<script" not in html  # nothing external
-    assert html.count("<table>") == 2 and "org/strong" in html and "separate rankings" in html
+    assert html.count('<table class="board">') == 2 and "org/strong" in html and "separate rankings" in html
 
 
 def test_strict_refuses_mixed_checksums(runs, tmp_path, capsys):

@@ -111,7 +111,22 @@ def check_training(where: Path, ns: dict, printed: str, shell: str):
     assert sorted(p.name for p in bench.glob("trajectory.*")) == ["trajectory.html", "trajectory.md", "trajectory.png"]
 
 
-CHECKS = {"README.md": check_readme, "usage.md": check_usage, "data.md": check_data, "training.md": check_training}
+def check_exploring(where: Path, ns: dict, printed: str, shell: str):
+    from base_bench.items.dataset import BUNDLED_CANARY
+
+    f32, q4 = report(where / "runs" / "f32"), report(where / "runs" / "q4")
+    assert (f32["config"]["backend"], q4["config"]["backend"]) == ("transformers", "llama.cpp")
+    page = (where / "explore" / "explore.html").read_text(encoding="utf-8")
+    assert BUNDLED_CANARY in page and "noindex, noarchive" in page and "do not publish it" in shell
+
+
+CHECKS = {
+    "README.md": check_readme,
+    "usage.md": check_usage,
+    "data.md": check_data,
+    "training.md": check_training,
+    "exploring.md": check_exploring,
+}
 
 
 def test_the_pages_with_checks_still_have_examples():

@@ -15,7 +15,8 @@ pair is refused with one line on stderr and exit code 2. In code:
 `build_comparison` computes every number; `summary_lines` and `render_markdown` only format the
 dict, so the terminal, the --json file and the --markdown file always agree. The statistics (paired
 bootstrap of the Elo difference, exact McNemar test) are in `paired.py`; its within-category draws
-and refits are the report's own (`stats.resample_counts`, `elo.fit_elo_many`).
+and refits are the report's own (`stats.resample_counts`, `elo.fit_elo_many`). Which items pair up
+and which flipped is `pairing.py`'s, shared with `explore`'s page.
 
 Reading reports and writing files safely are `reports_io`'s job.
 """
@@ -33,8 +34,9 @@ from ..errors import BaseBenchError
 from ..items import card
 from ..results.markdown import md_cell, md_code, md_text
 from ..results.paired import mcnemar_exact, paired_difference
+from ..results.pairing import flips, pair_items, run_info
 from ..results.report import pct
-from ..results.reports_io import ReportError, check_outputs, display_name, load_report, write_outputs
+from ..results.reports_io import check_outputs, load_report, write_outputs
 from ..results.stats import CONFIDENCE, resample_counts
 from .cliargs import Parser, add_bootstrap, fail, printable
 
@@ -43,53 +45,7 @@ OUT_DIR_FILES = ("compare.json", "compare.md")  # what --out-dir DIR writes
 TERMINAL_FLIPS = 10  # flipped items listed per direction on the terminal; the files list them all
 
 
-def run_info(rep: dict) -> dict:
-    cfg = rep.get("config") or {}
-    model = cfg.get("model") or {}
-    spec = model.get("spec") or "unknown model"
-    return {
-        "report": rep.get("_path"),
-        "model": spec,
-        "name": display_name(spec),
-        "backend": cfg.get("backend", "transformers"),  # reports from before backends were transformers runs
-        "dtype": cfg.get("dtype"),
-        "add_bos": cfg.get("add_bos"),
-        "device": cfg.get("device"),
-        "scoring_version": cfg.get("scoring_version"),
-        "official": rep.get("official"),
-        "data_sha256": rep["data"]["sha256"],
-        "n_items": len(rep["items"]),
-    }
-
-
-# ---------------------------------------------------------------- pairing
-
-
-def pair_items(rep_a: dict, rep_b: dict) -> list[tuple[dict, dict]]:
-    """(item in A, same item in B) in A's order; ReportError when the runs are not on the same items."""
-    sha_a, sha_b = rep_a["data"]["sha256"], rep_b["data"]["sha256"]
-    if sha_a != sha_b:
-        raise ReportError(
-            f"the runs scored different data (SHA-256 {sha_a[:12]}… vs {sha_b[:12]}…); "
-            "a comparison needs both runs on the same data file"
-        )
-    a = {it["id"]: it for it in rep_a["items"]}
-    b = {it["id"]: it for it in rep_b["items"]}
-    if set(a) != set(b):
-        only_a, only_b = len(set(a) - set(b)), len(set(b) - set(a))
-        raise ReportError(
-            f"the runs scored different items (A has {len(a)}, B has {len(b)}; {only_a} only in A, {only_b} only "
-            "in B, e.g. one ran with --limit); a comparison needs both runs on the same items"
-        )
-    for i, it in a.items():
-        other = b[i]
-        if (it["category"], float(it["item_elo"]), float(it["point_weight"])) != (
-            other["category"],
-            float(other["item_elo"]),
-            float(other["point_weight"]),
-        ):
-            raise ReportError(f"item {i!r} has a different category, item Elo or weight in the two reports")
-    return [(a[i], b[i]) for i in a]
+# ---------------------------------------------------------------- settings (pairing: results/pairing.py)
 
 
 def setting_notes(info_a: dict, info_b: dict) -> list[str]:
@@ -127,21 +83,6 @@ def score_agreement(pairs) -> dict:
         "max_item": worst[1],
         "predictions_differ": len(changed),
         "items_predicted_differently": changed,
-    }
-
-
-def flipped_item(a: dict, b: dict) -> dict:
-    def selected(it):
-        return it.get("selected_text", f"choice {it.get('prediction', '?')}")
-
-    return {
-        "id": a["id"],
-        "category": a["category"],
-        "difficulty": a.get("difficulty"),
-        "item_elo": a["item_elo"],
-        "selected_a": selected(a),
-        "selected_b": selected(b),
-        "correct": a.get("label_text", b.get("label_text", f"choice {a.get('label', '?')}")),
     }
 
 
@@ -192,7 +133,8 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
 
     overall = block(np.ones(len(pairs), dtype=bool))
     categories = {c: block(np.array([x == c for x in cats])) for c in _categories(pairs)}
-    b_count, c_count = overall["a_right_b_wrong"], overall["a_wrong_b_right"]
+    flipped = flips(pairs)  # the McNemar counts are these lists' lengths (results/pairing.py)
+    b_count, c_count = len(flipped["a_right_b_wrong"]), len(flipped["a_wrong_b_right"])
     mcnemar = {
         "a_right_b_wrong": b_count,
         "a_wrong_b_right": c_count,
@@ -219,10 +161,7 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
         "mcnemar": mcnemar,
         "scores": score_agreement(pairs),
         "categories": categories,
-        "flipped": {
-            "a_right_b_wrong": [flipped_item(a, b) for a, b in pairs if a["correct"] and not b["correct"]],
-            "a_wrong_b_right": [flipped_item(a, b) for a, b in pairs if not a["correct"] and b["correct"]],
-        },
+        "flipped": flipped,
         "verdict": verdict(overall["diff"], overall["ci95"], mcnemar["p"], len(pairs)),
     }
 

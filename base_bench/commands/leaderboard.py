@@ -36,6 +36,7 @@ from ..results.markdown import md_cell, md_code, md_text
 from ..results.report import ci_cell, elo_cell, pct_cell
 from ..results.reports_io import (
     ReportError,
+    backend_name,
     check_finished,
     check_outputs,
     display_name,
@@ -50,6 +51,16 @@ GROUPING_NOTE = (
     "Runs on different data files (different data SHA-256) are never ranked together: each data "
     "file has its own table. Use --strict to refuse such a mix instead."
 )
+
+
+# The table fits a window of 1400 px without sideways scrolling at the card's seven categories:
+# headers wrap at their spaces, and a label wraps anywhere within its column (a GGUF file name or a
+# run folder has no space to wrap at); the full label is on hover.
+LEADERBOARD_CSS = """table.board{font-size:13px}
+table.board th{font-size:12px;text-align:center;vertical-align:bottom;padding:3px 4px}
+table.board td{padding:3px 5px;white-space:nowrap}
+table.board td.label{white-space:normal;overflow-wrap:anywhere;min-width:9em;max-width:18em}
+table.board td:nth-child(3){text-align:left}"""
 
 
 # ---------------------------------------------------------------- building the board
@@ -84,6 +95,7 @@ def _row(rep: dict, label: str, categories: list[str]) -> dict:
         "label": label,
         "model": _spec(rep),
         "dtype": _cfg(rep, "dtype"),
+        "backend": backend_name(_cfg(rep, "backend")),
         "add_bos": _cfg(rep, "add_bos"),
         "elo": o.get("elo"),
         "elo_ci95": o.get("elo_ci95"),
@@ -171,14 +183,14 @@ def _short(g: dict) -> str:
 def table_cells(g: dict) -> tuple[list[str], list[list[str]]]:
     """Header and rows of one group's table, as plain text cells."""
     head = (
-        ["#", "model", "Overall Elo", "95% CI"]
+        ["#", "model", "backend", "Overall Elo", "95% CI"]
         + [c.replace("_", " ") for c in g["categories"]]
         + ["raw acc", "weighted acc", "items", "official", "data"]
     )
     rows = []
     for r in g["rows"]:
         rows.append(
-            [str(r["rank"]), r["label"], elo_cell(r["elo"]), ci_cell(r["elo_ci95"])]
+            [str(r["rank"]), r["label"], r["backend"], elo_cell(r["elo"]), ci_cell(r["elo_ci95"])]
             + [elo_cell(r["categories"][c]) for c in g["categories"]]
             + [
                 pct_cell(r["raw_accuracy"]),
@@ -213,7 +225,7 @@ def render_markdown(board: dict, images: list[dict]) -> str:
             f"Full data SHA-256: {md_code(g['data_sha256'])}.",
             "",
             "| " + " | ".join(md_cell(h) for h in head) + " |",
-            "|" + "---:|" * 1 + "---|" + "---:|" * (len(head) - 2),
+            "|---:|---|---|" + "---:|" * (len(head) - 3),
         ]
         out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
         out += [
@@ -243,11 +255,13 @@ def render_html(board: dict, pngs: list[dict]) -> str:
         out += [
             f"<h2>{e(group_title(i, g))}</h2>",
             f'<p class="note">Full data SHA-256: <code>{e(g["data_sha256"])}</code></p>',
-            "<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>",
+            '<table class="board"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>",
         ]
         for row, r in zip(rows, g["rows"]):
             cells = [f"<td>{e(c)}</td>" for c in row]
-            cells[1] = f'<td title="{e(r["model"])} — {e(r["report"])}">{e(row[1])}</td>'
+            # a long label wraps within its column (LEADERBOARD_CSS); the whole of it, the model and
+            # the report are on hover
+            cells[1] = f'<td class="label" title="{e(row[1])} — {e(r["model"])} — {e(r["report"])}">{e(row[1])}</td>'
             out.append("<tr>" + "".join(cells) + "</tr>")
         out.append("</tbody></table>")
         for key, alt in (("category", "Overall and category Elo"), ("calibration", "Calibration by item Elo")):
@@ -259,7 +273,7 @@ def render_html(board: dict, pngs: list[dict]) -> str:
         "1/(1+10<sup>(e−R)/400</sup>) at the run's Overall Elo R: points far from the curve mean one rating "
         "does not describe the model well.</p>"
     ]
-    return html_page(f"{board['benchmark']} leaderboard", out)
+    return html_page(f"{board['benchmark']} leaderboard", out, LEADERBOARD_CSS)
 
 
 def summary_lines(board: dict) -> list[str]:
@@ -268,7 +282,7 @@ def summary_lines(board: dict) -> list[str]:
         lines += ["", group_title(i, g)]
         for r in g["rows"]:
             lines.append(
-                f"  {r['rank']:>2}. {r['label']:<44} Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10} "
+                f"  {r['rank']:>2}. {r['label']:<44} {r['backend']:<12} Elo {elo_cell(r['elo']):>5}  95% CI {ci_cell(r['elo_ci95']):<10} "
                 f"raw {pct_cell(r['raw_accuracy'])}  {'official' if r['official'] else 'not official'}"
             )
     return lines

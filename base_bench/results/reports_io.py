@@ -196,6 +196,15 @@ def display_name(spec: str) -> str:
     return s
 
 
+BACKEND_NAMES = {"transformers": "transformers", "llama.cpp": "llama.cpp", "vllm": "vLLM", "server": "server"}
+
+
+def backend_name(backend) -> str:
+    """A report's config.backend as people write it (transformers, llama.cpp, vLLM, server); a report
+    from before backends were recorded is a transformers run."""
+    return "transformers" if backend is None else BACKEND_NAMES.get(str(backend), str(backend))
+
+
 # ---------------------------------------------------------------- writing
 
 
@@ -353,11 +362,13 @@ img{max-width:100%;display:block;margin:1em 0}
 code{font-size:12px}"""
 
 
-def html_page(title: str, body: list[str]) -> str:
-    """A self-contained HTML page (inline style; images are inlined by the caller) around `body`."""
+def html_page(title: str, body: list[str], css: str = "") -> str:
+    """A self-contained HTML page (inline style, PAGE_CSS and then `css`; images are inlined by the
+    caller) around `body`."""
+    style = PAGE_CSS + ("\n" + css if css else "")
     head = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{html.escape(title)}</title><style>{PAGE_CSS}</style></head><body>",
+        f"<title>{html.escape(title)}</title><style>{style}</style></head><body>",
     ]
     return "\n".join(head + list(body) + ["</body></html>"]) + "\n"

@@ -1,0 +1,352 @@
+"""explore.html and leaderboard.html in a real browser: Debian's headless Chromium, driven by
+Selenium (tests/browser.py). The pages are opened from disk; every filter's row count is checked
+against the reports (and the flip filter against `compare`), a hostile field must render as text,
+the page must make no request, and the leaderboard must fit a 1400 px window. Skipped where
+Chromium is not installed, a failure under CI=1 (.ci/run installs it).
+
+With BASE_BENCH_DOCS_SHOTS=1 the screenshot for docs/exploring.md is written to docs/explore.png
+(from generated items, not the benchmark's)."""
+
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from browser import chromium_driver, missing, open_page, requests, wait_for
+from explorerun import expected_flips, scored_report, write_scored
+from test_untrusted import EVIL
+
+from base_bench import explore
+from base_bench.commands.cli import main
+from base_bench.commands.compare import build_comparison
+from base_bench.items import card
+from base_bench.items.datasource import open_data
+from base_bench.results.reports_io import load_report
+
+from fixtures import record, records, write_dataset
+
+# slow: each test starts a Chromium (a few seconds each on 2 cores)
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+_why = missing()
+if _why:
+    if os.environ.get("CI"):
+        raise RuntimeError(f"CI: not installed: {_why}")  # .ci/run installs them; a skip would hide it
+    pytest.skip(f"not installed: {_why}", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def driver():
+    with chromium_driver(1400, 1000) as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def bundled_runs(tmp_path_factory):
+    source = open_data("bundled")
+    root = tmp_path_factory.mktemp("runs")
+    reps = [
+        scored_report(source, 1, "/m/SmolLM2-135M-Instruct.Q4_1.gguf"),
+        scored_report(source, 2, "/m/SmolLM2-135M-Instruct.Q4_1.gguf", backend="llama.cpp", dtype="Q4_1"),
+        scored_report(source, 3, "org/partial", limit=120),
+    ]
+    runs = [write_scored(root / f"r{k}", r) for k, r in enumerate(reps)]
+    page = explore(runs, root / "page")
+    return {"runs": runs, "reports": [load_report(r) for r in runs], "page": page, "source": source}
+
+
+def js(driver, script, *args):
+    return driver.execute_script(script, *args)
+
+
+def choose(driver, control_id: str, value) -> None:
+    js(
+        driver,
+        "var s = document.getElementById(arguments[0]); s.value = arguments[1];s.dispatchEvent(new Event('change'));",
+        control_id,
+        str(value),
+    )
+
+
+def tick(driver, control_id: str, on: bool) -> None:
+    js(
+        driver,
+        "var c = document.getElementById(arguments[0]); if (c.checked !== arguments[1]) c.click();",
+        control_id,
+        on,
+    )
+
+
+def matches(driver) -> int:
+    return int(js(driver, "return document.getElementById('status').dataset.matches"))
+
+
+def shown_ids(driver) -> list[str]:
+    """The item ids of every row that matches, page after page (500 a page)."""
+    choose(driver, "f-size", 500)
+    choose(driver, "f-size", 500)
+    ids = []
+    while True:
+        ids += js(driver, "return Array.from(document.querySelectorAll('#items tbody')).map(b => b.dataset.id)")
+        more = js(
+            driver,
+            "var b = document.querySelectorAll('#pager-top button')[2]; if (b.disabled) return false; b.click(); return true;",
+        )
+        if not more:
+            return ids
+
+
+def reset(driver) -> None:
+    for cid, v in (
+        ("f-category", -1),
+        ("f-difficulty", -1),
+        ("f-flip", "off"),
+        ("f-outcome", "any"),
+        ("f-sort", "file"),
+    ):
+        choose(driver, cid, v)
+    for cid in ("f-disagree", "f-allwrong"):
+        tick(driver, cid, False)
+    search(driver, "")
+
+
+def search(driver, text: str) -> None:
+    js(
+        driver,
+        "var s = document.getElementById('f-search'); s.value = arguments[0]; s.dispatchEvent(new Event('input'));",
+        text,
+    )
+    # the box filters 120 ms after the last key: wait until the table shows this search
+    wait_for(driver, lambda: js(driver, "return document.getElementById('status').dataset.query") == text)
+
+
+def test_a_request_is_seen(driver, tmp_path):
+    """The check that a page makes no request can fail: a page with one image is caught fetching it."""
+    page = tmp_path / "img.html"
+    page.write_text('<!DOCTYPE html><html><body><img src="x.png" alt="x"></body></html>')
+    url = open_page(driver, page, ready=False)
+    wait_for(driver, lambda: js(driver, "return document.readyState") == "complete")
+    assert requests(driver) == [url, (tmp_path / "x.png").as_uri()]
+
+
+def test_every_filter_counts_what_the_reports_say(driver, bundled_runs):
+    url = open_page(driver, bundled_runs["page"])
+    reps, items = bundled_runs["reports"], bundled_runs["source"].dataset.items
+    by = [{it["id"]: it for it in r["items"]} for r in reps]
+    assert matches(driver) == 350 and len(js(driver, "return document.querySelectorAll('#items tbody')")) == 50
+    for k, cat in enumerate(card.CATEGORIES):
+        choose(driver, "f-category", k)
+        assert matches(driver) == sum(it.category == cat for it in items)
+    choose(driver, "f-category", -1)
+    for k, diff in enumerate(card.DIFFICULTY_WEIGHTS):
+        choose(driver, "f-difficulty", k)
+        assert matches(driver) == sum(it.difficulty == diff for it in items) == card.DIFFICULTY_COUNTS[diff]
+    choose(driver, "f-category", 2)
+    assert matches(driver) == sum(it.difficulty == "hard" and it.category == "world_knowledge" for it in items)
+    reset(driver)
+
+    def scored(i):
+        return [b[i] for b in by if i in b]
+
+    tick(driver, "f-disagree", True)
+    want = [it.id for it in items if len({s["prediction"] for s in scored(it.id)}) > 1]
+    assert shown_ids(driver) == want and 0 < len(want) < 350
+    reset(driver)
+    tick(driver, "f-allwrong", True)
+    want = [it.id for it in items if not any(s["correct"] for s in scored(it.id))]
+    assert shown_ids(driver) == want and want
+    reset(driver)
+    choose(driver, "f-outcome-run", 1)
+    choose(driver, "f-outcome", "wrong")
+    assert matches(driver) == sum(not it["correct"] for it in reps[1]["items"])
+    reset(driver)
+    word = "the"
+    search(driver, word)
+    want = [it.id for it in items if word in "\n".join([it.id, it.context, *it.continuations]).lower()]
+    assert matches(driver) == len(want) and shown_ids(driver) == want
+    search(driver, "language_completion-00")
+    assert matches(driver) == 9
+    reset(driver)
+    assert requests(driver) == [url]  # the whole session on the page: nothing but the page itself
+
+
+def test_the_flip_filter_shows_what_compare_counts(driver, bundled_runs):
+    open_page(driver, bundled_runs["page"])
+    a, b = bundled_runs["reports"][:2]
+    cmp = build_comparison(a, b, resamples=20)
+    want_ab = [f["id"] for f in cmp["flipped"]["a_right_b_wrong"]]
+    want_ba = [f["id"] for f in cmp["flipped"]["a_wrong_b_right"]]
+    assert (want_ab, want_ba) == expected_flips(a, b)
+    choose(driver, "f-flip-a", 0)
+    choose(driver, "f-flip-b", 1)
+    counts = js(
+        driver, "var s = document.getElementById('pair-counts'); return [s.dataset.ab, s.dataset.ba, s.textContent]"
+    )
+    assert [int(counts[0]), int(counts[1])] == [cmp["mcnemar"]["a_right_b_wrong"], cmp["mcnemar"]["a_wrong_b_right"]]
+    assert f"{len(want_ab) + len(want_ba)} discordant of 350" in counts[2]
+    choose(driver, "f-flip", "ab")
+    assert shown_ids(driver) == want_ab
+    choose(driver, "f-flip", "ba")
+    assert shown_ids(driver) == want_ba
+    choose(driver, "f-flip", "both")
+    order = [it["id"] for it in a["items"]]
+    assert shown_ids(driver) == sorted(want_ab + want_ba, key=order.index)
+    choose(driver, "f-flip-a", 1)  # B against A: the two lists change places
+    choose(driver, "f-flip-b", 0)
+    choose(driver, "f-flip", "ab")
+    assert shown_ids(driver) == want_ba
+    choose(driver, "f-flip-b", 2)  # the partial run: compare refuses the pair, and so does the page
+    assert matches(driver) == 0
+    assert "different items" in js(driver, "return document.getElementById('pairinfo').textContent")
+    choose(driver, "f-flip", "off")
+
+
+def test_numbers_on_the_page_are_the_reports(driver, bundled_runs):
+    open_page(driver, bundled_runs["page"])
+    choose(driver, "f-size", 500)
+    cells = js(
+        driver,
+        "return Array.from(document.querySelectorAll('#items tbody')).map(b => ["
+        "b.dataset.id, Array.from(b.querySelectorAll('tr.choice')).map(tr => Array.from(tr.querySelectorAll('td.lp'))"
+        ".map(td => [td.dataset.run, td.dataset.mean || null, td.textContent, td.classList.contains('chosen')])),"
+        "Array.from(b.querySelectorAll('tr.choice')).map(tr => tr.classList.contains('correct')),"
+        "Array.from(b.querySelectorAll('td.sum .margin')).map(m => m.dataset.margin)])",
+    )
+    reps = bundled_runs["reports"]
+    by = [{it["id"]: it for it in r["items"]} for r in reps]
+    assert len(cells) == 350
+    checked = 0
+    for item_id, rows, correct, margins in cells:
+        label = by[0][item_id]["label"]
+        assert correct == [j == label for j in range(4)]
+        for j, row in enumerate(rows):
+            for k, (tag, mean, text, chosen) in enumerate(row):
+                assert tag == f"R{k + 1}"
+                it = by[k].get(item_id)
+                if it is None:
+                    assert mean is None and text == ""
+                    continue
+                want = it["choices"][j]["mean_logprob"]
+                assert float(mean) == want and text.replace("● ", "") == f"{want:.4f}"
+                assert chosen == (it["prediction"] == j)
+                checked += 1
+        for k, m in enumerate(margins):
+            it = by[k][item_id]
+            means = [c["mean_logprob"] for c in it["choices"]]
+            assert float(m) == means[it["prediction"]] - max(x for i, x in enumerate(means) if i != it["prediction"])
+    assert checked == (350 + 350 + 120) * 4
+    choose(driver, "f-sort", "margin-asc:0")
+    first = js(driver, "return Array.from(document.querySelectorAll('#items tbody')).map(b => b.dataset.id)")
+
+    def key(it):
+        means = [c["mean_logprob"] for c in it["choices"]]
+        return means[it["prediction"]] - max(x for i, x in enumerate(means) if i != it["prediction"])
+
+    order = {it["id"]: n for n, it in enumerate(reps[0]["items"])}
+    assert first == sorted(order, key=lambda i: (key(by[0][i]), order[i]))
+
+
+def test_a_hostile_field_renders_as_text(driver, tmp_path):
+    evil = '<img src=x onerror="window.pwned=1">' + EVIL + "</script><script>window.pwned=2</script>"
+    recs = records()
+    recs[0]["context"] = evil
+    recs[0]["continuations"] = [" " + evil + str(k) for k in range(4)]
+    recs[0]["id"] = evil
+    path = write_dataset(tmp_path / "evil", recs)
+    rep = scored_report(open_data(path), 4, "org/" + evil.replace("/", ""))
+    rep["data"]["description"] = evil
+    run = write_scored(tmp_path / "run", rep)
+    assert main(["explore", str(run), "--data", str(path), "--out-dir", str(tmp_path / "out")]) == 0
+    url = open_page(driver, tmp_path / "out" / "explore.html")
+    search(driver, "onerror")
+    assert matches(driver) == 1
+    got = js(
+        driver,
+        "var b = document.querySelector('#items tbody'); return [b.dataset.id, b.querySelector('td.ctx').textContent,"
+        "b.querySelector('td.meta .id').textContent, document.querySelector('#runs td.label').textContent,"
+        "document.querySelectorAll('img, iframe, object, embed, a').length, window.pwned === undefined,"
+        "document.querySelectorAll('script').length]",
+    )
+    assert got[0] == evil and got[1] == evil and got[2] == evil
+    assert got[3] == "org/" + evil.replace("/", "")
+    assert got[4] == 0 and got[5] is True and got[6] == 2
+    assert requests(driver) == [url]  # an <img src=x> that became markup would have fetched ./x
+
+
+def test_ten_thousand_items_are_paged(driver, tmp_path):
+    recs = [record(cat, ("easy", "medium", "hard")[n % 3], n, n % 4) for cat in card.CATEGORIES for n in range(1, 1431)]
+    path = write_dataset(tmp_path / "big", recs)
+    source = open_data(path)
+    runs = [write_scored(tmp_path / f"r{k}", scored_report(source, k, f"org/m{k}")) for k in range(2)]
+    page = explore(runs, tmp_path / "out", data=path)
+    open_page(driver, page)
+    n = len(recs)
+    assert n >= 10_000 and matches(driver) == n
+    assert js(driver, "return document.querySelectorAll('#items tbody').length") == 50
+    assert (
+        js(driver, "return document.querySelector('#pager-top .pos').textContent") == f"page 1 of {math.ceil(n / 50)}"
+    )
+    js(driver, "document.querySelectorAll('#pager-top button')[3].click()")
+    assert js(driver, "return document.querySelectorAll('#items tbody').length") == n - 50 * (math.ceil(n / 50) - 1)
+    choose(driver, "f-category", 6)
+    assert matches(driver) == 1430 and js(driver, "return document.querySelectorAll('#items tbody').length") == 50
+    search(driver, "code_completion-14")
+    want = [r["id"] for r in recs if "code_completion-14" in r["id"]]
+    assert matches(driver) == len(want) == 41 and shown_ids(driver) == want  # -140 ... -149, -1400 ... -1430
+
+
+def test_the_leaderboard_fits_1400_px(driver, tmp_path):
+    source = open_data("bundled")
+    long_path = "/srv/models/SmolLM2-135M-Instruct-finetuned-checkpoint-000123456-merged.Q4_K_M.gguf"
+    specs = [
+        (long_path, "llama.cpp", "Q4_K_M"),
+        ("HuggingFaceTB/SmolLM2-135M-Instruct-with-a-much-longer-hub-name", "vllm", "bfloat16"),
+        ("org/served-model", "server", "float16"),
+        ("/m/SmolLM2-135M-Instruct.Q4_1.gguf", "transformers", "float32"),
+    ]
+    runs = [
+        write_scored(tmp_path / f"r{k}", scored_report(source, k, s, backend=b, dtype=d, add_bos=k == 1))
+        for k, (s, b, d) in enumerate(specs)
+    ]
+    assert main(["leaderboard", *map(str, runs), "--out-dir", str(tmp_path / "lb")]) == 0
+    url = open_page(driver, tmp_path / "lb" / "leaderboard.html", ready=False)
+    widths = js(driver, "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"sideways scroll: page {widths[0]} px wide in a {widths[1]} px window"
+    heads = js(driver, "return Array.from(document.querySelectorAll('table.board th')).map(t => t.textContent)")
+    assert heads[:3] == ["#", "model", "backend"]
+    backends = js(
+        driver, "return Array.from(document.querySelectorAll('table.board td:nth-child(3)')).map(t => t.textContent)"
+    )
+    assert sorted(backends) == ["llama.cpp", "server", "transformers", "vLLM"]
+    title = js(driver, "return Array.from(document.querySelectorAll('table.board td.label')).map(t => t.title)")
+    assert any(long_path in t for t in title)  # the whole label and model on hover
+    shot = tmp_path / "leaderboard-1400.png"
+    driver.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert all(u == url or u.startswith("data:image/png") for u in requests(driver))
+
+
+def test_docs_screenshot(driver, tmp_path):
+    """The picture on docs/exploring.md: generated items (not the benchmark's), two made-up runs,
+    the flip filter on. Written to docs/ only with BASE_BENCH_DOCS_SHOTS=1."""
+    path = write_dataset(tmp_path / "gen")
+    source = open_data(path)
+    runs = [
+        write_scored(tmp_path / "a", scored_report(source, 11, "example/model-7b", skill=0.45)),
+        write_scored(
+            tmp_path / "b",
+            scored_report(source, 12, "model-7b.Q4_1.gguf", backend="llama.cpp", dtype="Q4_1", skill=0.4),
+        ),
+    ]
+    page = explore(runs, tmp_path / "out", data=path)
+    open_page(driver, page)
+    choose(driver, "f-flip", "both")
+    choose(driver, "f-size", 25)
+    assert matches(driver) > 0
+    shot = tmp_path / "explore.png"
+    driver.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if os.environ.get("BASE_BENCH_DOCS_SHOTS"):
+        shutil.copyfile(shot, ROOT / "docs" / "explore.png")
