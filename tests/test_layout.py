@@ -17,7 +17,7 @@ LAYERS = [
     {"engine"},
     {"results"},
     {"items"},
-    {"errors", "version", "data", "untrusted"},
+    {"errors", "version", "data", "untrusted", "redact"},
 ]
 
 
