@@ -172,9 +172,11 @@ def test_every_filter_counts_what_the_reports_say(driver, bundled_runs):
     assert requests(driver) == [url]  # the whole session on the page: nothing but the page itself
 
 
-def test_the_flip_filter_shows_what_compare_counts(driver, bundled_runs):
-    open_page(driver, bundled_runs["page"])
-    a, b = bundled_runs["reports"][:2]
+def check_flips(driver, page: Path, a: dict, b: dict) -> tuple[list[str], list[str]]:
+    """The flip filter, run 1 against run 2, shows exactly the items `compare` counts as flipped,
+    and the paired counts it prints are compare's; returns those items (A right B wrong, A wrong
+    B right)."""
+    open_page(driver, page)
     cmp = build_comparison(a, b, resamples=20)
     want_ab = [f["id"] for f in cmp["flipped"]["a_right_b_wrong"]]
     want_ba = [f["id"] for f in cmp["flipped"]["a_wrong_b_right"]]
@@ -185,7 +187,7 @@ def test_the_flip_filter_shows_what_compare_counts(driver, bundled_runs):
         driver, "var s = document.getElementById('pair-counts'); return [s.dataset.ab, s.dataset.ba, s.textContent]"
     )
     assert [int(counts[0]), int(counts[1])] == [cmp["mcnemar"]["a_right_b_wrong"], cmp["mcnemar"]["a_wrong_b_right"]]
-    assert f"{len(want_ab) + len(want_ba)} discordant of 350" in counts[2]
+    assert f"{len(want_ab) + len(want_ba)} discordant of {len(a['items'])}" in counts[2]
     choose(driver, "f-flip", "ab")
     assert shown_ids(driver) == want_ab
     choose(driver, "f-flip", "ba")
@@ -197,14 +199,25 @@ def test_the_flip_filter_shows_what_compare_counts(driver, bundled_runs):
     choose(driver, "f-flip-b", 0)
     choose(driver, "f-flip", "ab")
     assert shown_ids(driver) == want_ba
+    return want_ab, want_ba
+
+
+def test_the_flip_filter_shows_what_compare_counts(driver, bundled_runs):
+    a, b = bundled_runs["reports"][:2]
+    check_flips(driver, bundled_runs["page"], a, b)
+    choose(driver, "f-flip-a", 1)
     choose(driver, "f-flip-b", 2)  # the partial run: compare refuses the pair, and so does the page
+    choose(driver, "f-flip", "ab")
     assert matches(driver) == 0
     assert "different items" in js(driver, "return document.getElementById('pairinfo').textContent")
     choose(driver, "f-flip", "off")
 
 
-def test_numbers_on_the_page_are_the_reports(driver, bundled_runs):
-    open_page(driver, bundled_runs["page"])
+def check_numbers(driver, page: Path, reps: list[dict]) -> int:
+    """Every choice's mean log-prob on the page is the report's (its full value in data-mean, four
+    decimals shown), the chosen and correct marks and each margin are the reports', and sorting
+    by margin orders the items as the first report's margins do; returns the cells checked."""
+    open_page(driver, page)
     choose(driver, "f-size", 500)
     cells = js(
         driver,
@@ -214,9 +227,8 @@ def test_numbers_on_the_page_are_the_reports(driver, bundled_runs):
         "Array.from(b.querySelectorAll('tr.choice')).map(tr => tr.classList.contains('correct')),"
         "Array.from(b.querySelectorAll('td.sum .margin')).map(m => m.dataset.margin)])",
     )
-    reps = bundled_runs["reports"]
     by = [{it["id"]: it for it in r["items"]} for r in reps]
-    assert len(cells) == 350
+    assert len(cells) == len(reps[0]["items"])
     checked = 0
     for item_id, rows, correct, margins in cells:
         label = by[0][item_id]["label"]
@@ -236,7 +248,7 @@ def test_numbers_on_the_page_are_the_reports(driver, bundled_runs):
             it = by[k][item_id]
             means = [c["mean_logprob"] for c in it["choices"]]
             assert float(m) == means[it["prediction"]] - max(x for i, x in enumerate(means) if i != it["prediction"])
-    assert checked == (350 + 350 + 120) * 4
+    assert checked == sum(len(r["items"]) for r in reps) * 4
     choose(driver, "f-sort", "margin-asc:0")
     first = js(driver, "return Array.from(document.querySelectorAll('#items tbody')).map(b => b.dataset.id)")
 
@@ -246,6 +258,29 @@ def test_numbers_on_the_page_are_the_reports(driver, bundled_runs):
 
     order = {it["id"]: n for n, it in enumerate(reps[0]["items"])}
     assert first == sorted(order, key=lambda i: (key(by[0][i]), order[i]))
+    return checked
+
+
+def test_numbers_on_the_page_are_the_reports(driver, bundled_runs):
+    assert check_numbers(driver, bundled_runs["page"], bundled_runs["reports"]) == (350 + 350 + 120) * 4
+
+
+# Two real runs of one model (e.g. SmolLM2 float32 through transformers and its Q4_1 GGUF through
+# llama.cpp, both on the bundled set): BASE_BENCH_EXPLORE_RUNS=RUN_A,RUN_B runs the two checks
+# above on them. Scoring them takes a real model (minutes), so the suite does not make them.
+REAL_RUNS = [r for r in os.environ.get("BASE_BENCH_EXPLORE_RUNS", "").split(",") if r]
+
+
+@pytest.mark.skipif(len(REAL_RUNS) != 2, reason="BASE_BENCH_EXPLORE_RUNS=RUN_A,RUN_B names no two real runs")
+def test_two_real_runs(driver, tmp_path, capsys):
+    page = explore(REAL_RUNS, tmp_path / "page")
+    reps = [load_report(r) for r in REAL_RUNS]
+    ab, ba = check_flips(driver, page, *reps)
+    cells = check_numbers(driver, page, reps)
+    with capsys.disabled():
+        print(
+            f"\nreal runs: {len(ab)} right in A only, {len(ba)} right in B only; {cells} choice cells equal the reports"
+        )
 
 
 def test_a_hostile_field_renders_as_text(driver, tmp_path):
