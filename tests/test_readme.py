@@ -81,9 +81,9 @@ def check_readme(where: Path, ns: dict, printed: str, shell: str):
 
 
 def check_usage(where: Path, ns: dict, printed: str, shell: str):
-    rep = report(where / "runs" / "smoke")
+    rep = report(where / "runs" / "resume-demo")
     assert rep["results"]["uncertainty"]["n_items_scored"] == 16 and rep["timing"]["items_scored_this_session"] == 8
-    lines = (where / "runs" / "smoke" / "partial_results.jsonl").read_text().splitlines()
+    lines = (where / "runs" / "resume-demo" / "partial_results.jsonl").read_text().splitlines()
     assert len(lines) == len({json.loads(x)["id"] for x in lines}) == 16  # every item saved once
 
 
