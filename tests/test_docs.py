@@ -1,8 +1,11 @@
 """The documentation holds together: every relative link and #anchor in the README, the changelog
 and docs/ resolves, every code block is an example that runs or says why not, the README stays a
 front page (at most 250 lines, a link to every docs page), its test command is what CI runs, and
-the pages that document the flags and the cache list them all. Fast: nothing is run here
-(tests/test_readme.py runs the examples)."""
+the pages that document the flags and the cache list them all. The user pages quote only figures
+that bench/RESULTS.md holds (`unsourced_figures` says which), no two examples write one out-dir and
+every run folder an example reads is one an example writes (`out_dir_problems`), and no page speaks
+of targets met, of "here" for a machine, or of commits (`banned_words`); each checker is first shown
+to fail on planted text. Fast: nothing is run here (tests/test_readme.py runs the examples)."""
 
 import json
 import re
@@ -488,6 +491,7 @@ def test_the_lm_eval_page_holds_what_lm_eval_side_measured():
     bb = c["rules"]["base_bench"]
     assert f"{bb['correct']}/350 items" in printed
     assert data["lm_eval_command"] in blocks_of(DOCS / "lm-eval.md")[1]
+    assert lm_eval_side.render_table(data) in (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
     # the findings under the tables quote the JSON
     ll, tok = c["ll_vs_base_bench_sum"], c["tokenization"]
     said = [
@@ -509,9 +513,7 @@ USER_PAGES = [README, *sorted(DOCS.glob("*.md"))]
 RESULTS = ROOT / "bench" / "RESULTS.md"
 
 # A figure is a number followed by a unit of time, size, rate, ratio, share or log-probability.
-UNITS = (
-    r"TFLOP/s|TFLOP|tokens/s|items/s|MB/s|GB|MB|GiB|MiB|KB|kB|TB|ms|s|seconds?|minutes?|hours?|×|%|nats?"
-)
+UNITS = r"TFLOP/s|TFLOP|tokens/s|items/s|MB/s|GB|MB|GiB|MiB|KB|kB|TB|ms|s|seconds?|minutes?|hours?|×|%|nats?"
 NUMBER = r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?"
 FIGURE = re.compile(rf"(?<![\w.#/+−-])({NUMBER})(?:[  -]?)({UNITS})(?![\w/])")
 # Figures that are not measurements, each with why it may stand without a row in bench/RESULTS.md.
@@ -544,7 +546,11 @@ def figures(text: str) -> list[tuple[int, str, bool]]:
         line = re.sub(r"`[^`]*`", "", line)  # inline code: flags and identifiers, not quoted figures
         line = re.sub(r"\]\([^)]*\)", "]", line)  # link targets
         out += [
-            (n, m.group(0), re.search(r"(?:\babout|\baround|\broughly|\bnearly|\balmost|~)\s*$", line[: m.start()]) is not None)
+            (
+                n,
+                m.group(0),
+                re.search(r"(?:\babout|\baround|\broughly|\bnearly|\balmost|~)\s*$", line[: m.start()]) is not None,
+            )
             for m in FIGURE.finditer(line)
         ]
     return out
@@ -701,9 +707,21 @@ def out_dir_problems(blocks: list[tuple[str, str, str]]) -> list[str]:
 @pytest.mark.parametrize(
     "blocks, problems",
     [
-        ([("a:1", "bash", "base-bench --model M --out-dir runs/x\nbase-bench --model M --out-dir runs/x --resume\n")], []),
         (
-            [("a:1", "bash", "base-bench --model M --out-dir runs/smoke"), ("b:5", "bash", "base-bench --out-dir=runs/smoke")],
+            [
+                (
+                    "a:1",
+                    "bash",
+                    "base-bench --model M --out-dir runs/x\nbase-bench --model M --out-dir runs/x --resume\n",
+                )
+            ],
+            [],
+        ),
+        (
+            [
+                ("a:1", "bash", "base-bench --model M --out-dir runs/smoke"),
+                ("b:5", "bash", "base-bench --out-dir=runs/smoke"),
+            ],
             ["b:5: writes runs/smoke, which a:1 writes too"],
         ),
         (
@@ -711,9 +729,24 @@ def out_dir_problems(blocks: list[tuple[str, str, str]]) -> list[str]:
             + [("b:1", "python", 'evaluate(m, t, out_dir="runs/a")')],
             ["b:1: writes runs/a, which a:1 writes too"],
         ),
-        ([("a:1", "bash", "base-bench compare runs/a runs/b --out-dir cmp")], ["a:1: reads runs/a, which no example writes", "a:1: reads runs/b, which no example writes"]),
-        ([("a:1", "bash", "python tools/q.py --report runs/r/report.json")], ["a:1: reads runs/r, which no example writes"]),
-        ([("a:1", "bash", "base-bench --out-dir runs/t\nbase-bench trajectory runs/t/bench --out-dir DIR --out $OUT")], []),
+        (
+            [("a:1", "bash", "base-bench compare runs/a runs/b --out-dir cmp")],
+            ["a:1: reads runs/a, which no example writes", "a:1: reads runs/b, which no example writes"],
+        ),
+        (
+            [("a:1", "bash", "python tools/q.py --report runs/r/report.json")],
+            ["a:1: reads runs/r, which no example writes"],
+        ),
+        (
+            [
+                (
+                    "a:1",
+                    "bash",
+                    "base-bench --out-dir runs/t\nbase-bench trajectory runs/t/bench --out-dir DIR --out $OUT",
+                )
+            ],
+            [],
+        ),
         ([("a:1", "python", 'json.load(open("runs/e/report.json"))')], ["a:1: reads runs/e, which no example writes"]),
     ],
 )
@@ -732,19 +765,32 @@ def test_every_example_writes_its_own_out_dir():
 # ("measured here"), a project's machine, targets met or missed, commit hashes, history outside the
 # changelog's entries. A user page says what the software does and what was measured, on what.
 BANNED = [
-    (r"\b(?:measured|tested|untested|run|found|seen|used|won|here)\s+here\b|\bno cluster here\b", "'here' for a machine"),
+    (
+        r"\b(?:measured|tested|untested|run|found|seen|used|won|here)\s+here\b|\bno cluster here\b",
+        "'here' for a machine",
+    ),
     (r"\bthis (?:project|repository)'s\b[^.]{0,30}\bmachine|\bour machine\b", "the project's machine"),
-    (r"\b(?:targets?|goals?)\b[^.|]{0,80}\b(?:met|missed)\b|\b(?:met|missed)\b[^.|]{0,40}\b(?:targets?|goals?)\b", "a target met or missed"),
+    (
+        r"\b(?:targets?|goals?)\b[^.|]{0,80}\b(?:met|missed)\b|\b(?:met|missed)\b[^.|]{0,40}\b(?:targets?|goals?)\b",
+        "a target met or missed",
+    ),
     (r"\bmet\?|\| \*\*no\*\*|\bthe (?:speed |project's |GPU )?targets\b", "a target met or missed"),
     (r"\bcommit [0-9a-f]{7,40}\b|\((?:main, )?[0-9a-f]{7,40}\)|\bmain, [0-9a-f]{7}", "a commit hash"),
     (r"<!--(?!\s*not run:)", "an HTML comment other than `not run`"),
 ]
-RESULTS_BANNED = [b for b in BANNED if b[1] in ("a target met or missed", "a commit hash", "an HTML comment other than `not run`")]
+RESULTS_BANNED = [
+    b for b in BANNED if b[1] in ("a target met or missed", "a commit hash", "an HTML comment other than `not run`")
+]
+# bench/RESULTS.md may name the machine a table was measured on, but states no targets at all
+RESULTS_BANNED += [
+    (r"\btargets?\b(?!'s logit)|\bgoals?\b|\bmet\b|\bmissed\b|\bwithin budget\b", "a target met or missed")
+]
 
 
 def banned_words(text: str, rules=BANNED) -> list[tuple[int, str, str]]:
     found = []
     for n, line in enumerate(text.splitlines(), 1):
+        line = re.sub(r"`[^`]*`", "``", line)  # code (`pip install --target DIR`) says what to type
         for pattern, what in rules:
             found += [(n, what, m.group(0)) for m in re.finditer(pattern, line, flags=re.I)]
     return found
@@ -757,8 +803,8 @@ def banned_words(text: str, rules=BANNED) -> list[tuple[int, str, str]]:
         ("vLLM, tested here on a CPU (there is no cluster here).", ["'here' for a machine", "'here' for a machine"]),
         ("Target met on the direct measure.", ["a target met or missed"]),
         ("| peak ≤ 1.5 GB | 1.24 GB | **no** |", ["a target met or missed"]),
-        ("| target | measured | met? |", ["a target met or missed", "a target met or missed"]),
-        ("Why some targets were missed", ["a target met or missed", "a target met or missed"]),
+        ("| target | measured | met? |", ["a target met or missed"]),
+        ("Why some targets were missed", ["a target met or missed"]),
         ("the layout change (commit 38b9934); before (main, e527a10)", ["a commit hash", "a commit hash"]),
         ("<!-- the tests start this server, worked out by hand -->", ["an HTML comment other than `not run`"]),
         ("<!-- not run: needs a GPU -->\nHere is the picture; target modules; `target_delimiter`", []),
@@ -772,6 +818,11 @@ def test_banned_words_are_found(text, whats):
 def test_user_pages_speak_of_the_software(page):
     found = banned_words((ROOT / page).read_text(encoding="utf-8"))
     assert not found, "\n".join(f"{page}:{n}: {what}: {w!r}" for n, what, w in found)
+
+
+def test_results_page_states_no_targets_planted():
+    text = "Target met on the direct measure.\n| peak | budget | met? |\nthe target's logit in float64\n"
+    assert {n for n, _, _ in banned_words(text, RESULTS_BANNED)} == {1, 2}
 
 
 def test_results_page_names_no_targets():

@@ -134,6 +134,9 @@ def test_the_pages_with_checks_still_have_examples():
 
 
 def check_backends(where: Path, ns: dict, printed: str, shell: str):
+    # the vLLM quick start's transformers folder, made from the GGUF through the GGUF cache
+    assert (where / "models" / "smollm2-f32" / "config.json").is_file()
+    assert (where / "models" / "smollm2-f32" / "model.safetensors").is_file()
     served = report(where / "runs" / "served")
     assert served["config"]["backend"] == "server" and served["config"]["model"]["server"]["concurrency"] == 16
     assert served["results"]["uncertainty"]["n_items_scored"] == 8 and served["config"]["packing_check"]["ok"]
