@@ -3,6 +3,7 @@
     pages()                      # README.md, CHANGELOG.md, data/README.md and every docs/**/*.md
     example_pages()              # README.md and docs/*.md: the pages whose examples tests/test_readme.py runs
     code_blocks(path)            # [Block(lang, code, line, not_run)], in page order
+    prose(path)                  # [(line, text)] of every line outside the fenced blocks
     anchors(path)                # the #anchors GitHub makes of the page's headings
     links(path)                  # [(line, target)] of every [text](target) and ![alt](target)
 
@@ -78,6 +79,11 @@ def _scan(path: Path):
 
 def code_blocks(path: Path) -> list[Block]:
     return _scan(path)[0]
+
+
+def prose(path: Path) -> list[tuple[int, str]]:
+    """Every line of a page outside its fenced blocks, as (line number, text)."""
+    return _scan(path)[1]
 
 
 def not_run_comments(path: Path) -> list[tuple[int, str]]:

@@ -1,8 +1,11 @@
 """The documentation holds together: every relative link and #anchor in the README, the changelog
 and docs/ resolves, every code block is an example that runs or says why not, the README stays a
 front page (at most 250 lines, a link to every docs page), its test command is what CI runs, and
-the pages that document the flags and the cache list them all. Fast: nothing is run here
-(tests/test_readme.py runs the examples)."""
+the pages that document the flags and the cache list them all. The user pages quote only figures
+that bench/RESULTS.md holds (`unsourced_figures` says which), no two examples write one out-dir and
+every run folder an example reads is one an example writes (`out_dir_problems`), and no page speaks
+of targets met, of "here" for a machine, or of commits (`banned_words`); each checker is first shown
+to fail on planted text. Fast: nothing is run here (tests/test_readme.py runs the examples)."""
 
 import json
 import re
@@ -488,6 +491,7 @@ def test_the_lm_eval_page_holds_what_lm_eval_side_measured():
     bb = c["rules"]["base_bench"]
     assert f"{bb['correct']}/350 items" in printed
     assert data["lm_eval_command"] in blocks_of(DOCS / "lm-eval.md")[1]
+    assert lm_eval_side.render_table(data) in (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
     # the findings under the tables quote the JSON
     ll, tok = c["ll_vs_base_bench_sum"], c["tokenization"]
     said = [
@@ -501,3 +505,326 @@ def test_the_lm_eval_page_holds_what_lm_eval_side_measured():
     flat = " ".join(text.split())
     assert [x for x in said if x not in flat] == []
     assert not tok["tokenizer_adds_bos"] and "SmolLM2's does not" in flat
+
+
+# ---------------------------------------------------------------- figures, out-dirs and words of the user pages
+
+USER_PAGES = [README, *sorted(DOCS.glob("*.md"))]
+RESULTS = ROOT / "bench" / "RESULTS.md"
+
+# A figure is a number followed by a unit of time, size, rate, ratio, share or log-probability.
+UNITS = r"TFLOP/s|TFLOP|tokens/s|items/s|MB/s|GB|MB|GiB|MiB|KB|kB|TB|ms|s|seconds?|minutes?|hours?|×|%|nats?"
+NUMBER = r"\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?"
+FIGURE = re.compile(rf"(?<![\w.#/+−-])({NUMBER})(?:[  -]?)({UNITS})(?![\w/])")
+# Figures that are not measurements, each with why it may stand without a row in bench/RESULTS.md.
+FIGURE_ALLOWED = {
+    "95%": "the confidence level of every interval, not a measurement",
+}
+
+
+def canonical(number: str) -> str:
+    """A number as written, without thousands separators; 8.2e-5 and 8.2e-05 are the same number."""
+    number = number.replace(",", "")
+    return repr(float(number)) if "e" in number.lower() else number
+
+
+def results_numbers(text: str) -> set[str]:
+    return {canonical(m.group(0)) for m in re.finditer(rf"(?<![\w.]){NUMBER}", text)}
+
+
+def figures(text: str) -> list[tuple[int, str, bool]]:
+    """(line, figure, said to be approximate) for every figure in the prose and tables of a page's text: code blocks, inline
+    code, link targets and HTML comments are left out."""
+    text = re.sub(r"<!--.*?-->", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    out, in_code = [], False
+    for n, line in enumerate(text.split("\n"), 1):
+        if line.startswith("```"):
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        line = re.sub(r"`[^`]*`", "", line)  # inline code: flags and identifiers, not quoted figures
+        line = re.sub(r"\]\([^)]*\)", "]", line)  # link targets
+        out += [
+            (
+                n,
+                m.group(0),
+                re.search(r"(?:\babout|\baround|\broughly|\bnearly|\balmost|~)\s*$", line[: m.start()]) is not None,
+            )
+            for m in FIGURE.finditer(line)
+        ]
+    return out
+
+
+def unsourced_figures(text: str, results: str) -> list[tuple[int, str]]:
+    """The figures of `text` that bench/RESULTS.md (`results`) does not hold.
+
+    The rule: a figure is a number directly followed by one of UNITS (`918.8 s`, `3.42 GB`, `1.9×`,
+    `54.3%`, `8.2e-05 nats`), in the prose or a table of README.md or docs/*.md (code blocks, inline
+    code, link targets and HTML comments are not read). It must be in bench/RESULTS.md written the
+    same way, either with the same unit (`3.42 GB`) or as a table cell of its own (`| 918.8 |` in a
+    column of seconds); `1,400` is `1400` and `8.2e-5` is `8.2e-05`, but `0.12` is not `0.124`:
+    quote the table's number, not a rounding of it. A whole number below 10 (`5×`) counts only with
+    its unit, never as a bare cell. A setting or limit of the software is not a measurement: write
+    it as code (`64 MiB`, `--request-timeout 300`), which this check does not read. A figure said to be approximate (`about 3 minutes`, `~5×`) is
+    refused whatever RESULTS.md holds: a page quotes one number, the table's. FIGURE_ALLOWED lists
+    the few figures that are not measurements."""
+    flat = " ".join(results.split())
+    cells = {
+        canonical(c.strip().strip("*"))
+        for line in results.splitlines()
+        if line.startswith("|")
+        for c in line.strip().strip("|").split("|")
+        if re.fullmatch(NUMBER, c.strip().strip("*"))
+    }
+    with_unit = {
+        (canonical(m.group(1)), m.group(2))
+        for m in re.finditer(rf"(?<![\w.]){FIGURE.pattern[FIGURE.pattern.index('(') :]}", flat)
+    }
+    bad = []
+    for n, fig, approximate in figures(text):
+        number, unit = FIGURE.fullmatch(fig).groups()
+        if fig in FIGURE_ALLOWED:
+            continue
+        short = re.fullmatch(r"\d", number) is not None
+        held = (canonical(number), unit) in with_unit or (not short and canonical(number) in cells)
+        if approximate or not held:
+            bad.append((n, fig))
+    return bad
+
+
+@pytest.mark.parametrize(
+    "text, bad",
+    [
+        ("took 918.8 s and 1.26 GB", []),
+        ("about 3 minutes on 2 cores", [(1, "3 minutes")]),
+        ("about 918.8 s", [(1, "918.8 s")]),
+        ("3 min, then ~1.9×", [(1, "1.9×")]),
+        ("a 918.8 MB file, 5× faster", [(1, "5×")]),
+        ("within 4.3e-5 nats per choice", [(1, "4.3e-5 nats")]),
+        ("within 8.2e-5 nats per choice", []),
+        ("a median 0.12 nats", [(1, "0.12 nats")]),
+        ("peak within the model's size + 1.5 GB", [(1, "1.5 GB")]),
+        ("a 0.54 GB model", []),
+        ("1.9× faster | 54.3% |", []),
+        ("`--request-timeout 300 s` and [x](#a-5-s-run)", []),
+        ("```bash\nsleep 77 s\n```\n<!-- 12.5 s -->\n95% CI", []),
+        ("1,400 choices, 22,430 tokens/s", []),
+    ],
+)
+def test_unsourced_figures_are_found(text, bad):
+    results = "| 918.8 | 1.26 GB | 3 min | 0.54 | 22430 |\n8.2e-05 nats and 0.124 nats, 1.9×, 54.3%, 1400 items\n"
+    assert unsourced_figures(text, results) == bad
+
+
+@pytest.mark.parametrize("page", [rel(p) for p in USER_PAGES])
+def test_every_quoted_figure_is_in_results(page):
+    bad = unsourced_figures((ROOT / page).read_text(encoding="utf-8"), RESULTS.read_text(encoding="utf-8"))
+    assert not bad, "figures not in bench/RESULTS.md:\n" + "\n".join(f"{page}:{n}: {f}" for n, f in bad)
+
+
+# Where examples write and read runs: every example writes a folder no other example writes (a
+# user who follows two of them would otherwise be stopped by "already holds a run"), and a folder
+# an example reads is one an example writes.
+EXAMPLE_PAGES = [*USER_PAGES, ROOT / "data" / "README.md"]
+READERS = ("compare", "leaderboard", "explore", "trajectory")
+
+
+def placeholder(path: str) -> bool:
+    """DIR, OUT, RUN_A, $OUT, path/to/x, ...: a name the reader fills in, not a folder an example makes."""
+    return bool(re.search(r"[A-Z]{2,}|\$|\.\.\.|path/to|<|\{", path)) or path in (".", "")
+
+
+def shell_commands(code: str) -> list[list[str]]:
+    """The commands of a shell block as word lists: continuation lines joined, comments dropped, split
+    at `&&`, `;` and `|`."""
+    code = code.replace("\\\n", " ")
+    out = []
+    for line in code.splitlines():
+        try:
+            words = shlex.split(line, comments=True)
+        except ValueError:
+            continue
+        cmd = []
+        for w in [*words, "&&"]:
+            if w in ("&&", ";", "|", "||"):
+                if cmd:
+                    out.append(cmd)
+                cmd = []
+            else:
+                cmd.append(w)
+    return out
+
+
+def run_dirs(blocks: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str, bool]], list[tuple[str, str]]]:
+    """(writes, reads) of the examples `blocks` (where, lang, code): writes as (where, folder,
+    continues a run with --resume), reads as (where, folder)."""
+    writes, reads = [], []
+    for where, lang, code in blocks:
+        if lang == "python":
+            writes += [(where, m.group(1), False) for m in re.finditer(r"out_dir\s*=\s*[\"']([^\"']+)[\"']", code)]
+            reads += [(where, m.group(1)) for m in re.finditer(r"[\"']([\w./-]+)/report\.json[\"']", code)]
+            continue
+        for cmd in shell_commands(code):
+            resume = "--resume" in cmd
+            sub = next((w for w in cmd if w in READERS), None)
+            i = 0
+            while i < len(cmd):
+                w = cmd[i]
+                flag, _, value = w.partition("=")
+                if flag in ("--out-dir", "--out") and (value or i + 1 < len(cmd)):
+                    writes.append((where, value or cmd[i + 1], resume))
+                    i += 1 if value else 2
+                    continue
+                if flag == "--report" and (value or i + 1 < len(cmd)):
+                    reads.append((where, str(Path(value or cmd[i + 1]).parent)))
+                    i += 1 if value else 2
+                    continue
+                if sub and not w.startswith("-") and w.startswith("runs/"):
+                    reads.append((where, w.rstrip("/")))
+                i += 1
+    writes = [(w, d.rstrip("/"), r) for w, d, r in writes if not placeholder(d)]
+    reads = [(w, d) for w, d in reads if not placeholder(d)]
+    return writes, reads
+
+
+def out_dir_problems(blocks: list[tuple[str, str, str]]) -> list[str]:
+    """Two examples that write one folder (a `--resume` of it continues the run and is no second
+    writer), and a folder read that no example writes (nor a folder above it)."""
+    writes, reads = run_dirs(blocks)
+    first: dict[str, str] = {}
+    problems = []
+    for where, folder, resume in writes:
+        if folder in first and not resume:
+            problems.append(f"{where}: writes {folder}, which {first[folder]} writes too")
+        first.setdefault(folder, where)
+    for where, folder in reads:
+        if not any(folder == w or folder.startswith(w + "/") for w in first):
+            problems.append(f"{where}: reads {folder}, which no example writes")
+    return problems
+
+
+@pytest.mark.parametrize(
+    "blocks, problems",
+    [
+        (
+            [
+                (
+                    "a:1",
+                    "bash",
+                    "base-bench --model M --out-dir runs/x\nbase-bench --model M --out-dir runs/x --resume\n",
+                )
+            ],
+            [],
+        ),
+        (
+            [
+                ("a:1", "bash", "base-bench --model M --out-dir runs/smoke"),
+                ("b:5", "bash", "base-bench --out-dir=runs/smoke"),
+            ],
+            ["b:5: writes runs/smoke, which a:1 writes too"],
+        ),
+        (
+            [("a:1", "bash", "x && base-bench --model \"$(python -c 'print(1)')\" \\\n    --out-dir runs/a # c")]
+            + [("b:1", "python", 'evaluate(m, t, out_dir="runs/a")')],
+            ["b:1: writes runs/a, which a:1 writes too"],
+        ),
+        (
+            [("a:1", "bash", "base-bench compare runs/a runs/b --out-dir cmp")],
+            ["a:1: reads runs/a, which no example writes", "a:1: reads runs/b, which no example writes"],
+        ),
+        (
+            [("a:1", "bash", "python tools/q.py --report runs/r/report.json")],
+            ["a:1: reads runs/r, which no example writes"],
+        ),
+        (
+            [
+                (
+                    "a:1",
+                    "bash",
+                    "base-bench --out-dir runs/t\nbase-bench trajectory runs/t/bench --out-dir DIR --out $OUT",
+                )
+            ],
+            [],
+        ),
+        ([("a:1", "python", 'json.load(open("runs/e/report.json"))')], ["a:1: reads runs/e, which no example writes"]),
+    ],
+)
+def test_colliding_and_missing_run_dirs_are_found(blocks, problems):
+    assert out_dir_problems(blocks) == problems
+
+
+def test_every_example_writes_its_own_out_dir():
+    blocks = [
+        (f"{rel(p)}:{b.line}", b.lang, b.code) for p in EXAMPLE_PAGES for b in code_blocks(p) if b.lang in RUN_LANGS
+    ]
+    assert out_dir_problems(blocks) == []
+
+
+# Words that speak of the people and machines that made base-bench, not of the software: a place
+# ("measured here"), a project's machine, targets met or missed, commit hashes, history outside the
+# changelog's entries. A user page says what the software does and what was measured, on what.
+BANNED = [
+    (
+        r"\b(?:measured|tested|untested|run|found|seen|used|won|here)\s+here\b|\bno cluster here\b",
+        "'here' for a machine",
+    ),
+    (r"\bthis (?:project|repository)'s\b[^.]{0,30}\bmachine|\bour machine\b", "the project's machine"),
+    (
+        r"\b(?:targets?|goals?)\b[^.|]{0,80}\b(?:met|missed)\b|\b(?:met|missed)\b[^.|]{0,40}\b(?:targets?|goals?)\b",
+        "a target met or missed",
+    ),
+    (r"\bmet\?|\| \*\*no\*\*|\bthe (?:speed |project's |GPU )?targets\b", "a target met or missed"),
+    (r"\bcommit [0-9a-f]{7,40}\b|\((?:main, )?[0-9a-f]{7,40}\)|\bmain, [0-9a-f]{7}", "a commit hash"),
+    (r"<!--(?!\s*not run:)", "an HTML comment other than `not run`"),
+]
+RESULTS_BANNED = [
+    b for b in BANNED if b[1] in ("a target met or missed", "a commit hash", "an HTML comment other than `not run`")
+]
+# bench/RESULTS.md may name the machine a table was measured on, but states no targets at all
+RESULTS_BANNED += [
+    (r"\btargets?\b(?!'s logit)|\bgoals?\b|\bmet\b|\bmissed\b|\bwithin budget\b", "a target met or missed")
+]
+
+
+def banned_words(text: str, rules=BANNED) -> list[tuple[int, str, str]]:
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        line = re.sub(r"`[^`]*`", "``", line)  # code (`pip install --target DIR`) says what to type
+        for pattern, what in rules:
+            found += [(n, what, m.group(0)) for m in re.finditer(pattern, line, flags=re.I)]
+    return found
+
+
+@pytest.mark.parametrize(
+    "text, whats",
+    [
+        ("On this project's 2-core machine it took 101 s.", ["the project's machine"]),
+        ("vLLM, tested here on a CPU (there is no cluster here).", ["'here' for a machine", "'here' for a machine"]),
+        ("Target met on the direct measure.", ["a target met or missed"]),
+        ("| peak ≤ 1.5 GB | 1.24 GB | **no** |", ["a target met or missed"]),
+        ("| target | measured | met? |", ["a target met or missed"]),
+        ("Why some targets were missed", ["a target met or missed"]),
+        ("the layout change (commit 38b9934); before (main, e527a10)", ["a commit hash", "a commit hash"]),
+        ("<!-- the tests start this server, worked out by hand -->", ["an HTML comment other than `not run`"]),
+        ("<!-- not run: needs a GPU -->\nHere is the picture; target modules; `target_delimiter`", []),
+    ],
+)
+def test_banned_words_are_found(text, whats):
+    assert [what for _, what, _ in banned_words(text)] == whats
+
+
+@pytest.mark.parametrize("page", [rel(p) for p in [*EXAMPLE_PAGES, ROOT / "CHANGELOG.md"]])
+def test_user_pages_speak_of_the_software(page):
+    found = banned_words((ROOT / page).read_text(encoding="utf-8"))
+    assert not found, "\n".join(f"{page}:{n}: {what}: {w!r}" for n, what, w in found)
+
+
+def test_results_page_states_no_targets_planted():
+    text = "Target met on the direct measure.\n| peak | budget | met? |\nthe target's logit in float64\n"
+    assert {n for n, _, _ in banned_words(text, RESULTS_BANNED)} == {1, 2}
+
+
+def test_results_page_names_no_targets():
+    found = banned_words(RESULTS.read_text(encoding="utf-8"), RESULTS_BANNED)
+    assert not found, "\n".join(f"bench/RESULTS.md:{n}: {what}: {w!r}" for n, what, w in found)

@@ -81,9 +81,9 @@ def check_readme(where: Path, ns: dict, printed: str, shell: str):
 
 
 def check_usage(where: Path, ns: dict, printed: str, shell: str):
-    rep = report(where / "runs" / "smoke")
+    rep = report(where / "runs" / "resume-demo")
     assert rep["results"]["uncertainty"]["n_items_scored"] == 16 and rep["timing"]["items_scored_this_session"] == 8
-    lines = (where / "runs" / "smoke" / "partial_results.jsonl").read_text().splitlines()
+    lines = (where / "runs" / "resume-demo" / "partial_results.jsonl").read_text().splitlines()
     assert len(lines) == len({json.loads(x)["id"] for x in lines}) == 16  # every item saved once
 
 
@@ -134,6 +134,9 @@ def test_the_pages_with_checks_still_have_examples():
 
 
 def check_backends(where: Path, ns: dict, printed: str, shell: str):
+    # the vLLM quick start's transformers folder, made from the GGUF through the GGUF cache
+    assert (where / "models" / "smollm2-f32" / "config.json").is_file()
+    assert (where / "models" / "smollm2-f32" / "model.safetensors").is_file()
     served = report(where / "runs" / "served")
     assert served["config"]["backend"] == "server" and served["config"]["model"]["server"]["concurrency"] == 16
     assert served["results"]["uncertainty"]["n_items_scored"] == 8 and served["config"]["packing_check"]["ok"]
