@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from base_bench.backends.server import BACKOFF_CAP, ServerBackend, public_url
-from base_bench.commands.cli import main
+from base_bench.commands.cli import build_parser, main, server_options
 from base_bench.errors import UsageError
 
 from vllmserver import free_port
@@ -116,6 +116,28 @@ def test_retries_wait_exponentially_longer_with_jitter_up_to_the_cap():
     assert b._delay(1, 12.0) == 12.0  # Retry-After is honoured ...
     assert b._delay(1, 3600.0) == BACKOFF_CAP  # ... up to the cap
     b.close()
+
+
+def test_the_api_and_the_command_line_share_one_set_of_defaults():
+    """ServerBackend(...) and `base-bench --backend server` without --concurrency, --request-timeout
+    or --max-retries run with the same settings, and the help states those numbers."""
+    url = "http://127.0.0.1:1/v1"
+    parser = build_parser()
+    args = parser.parse_args(["--backend", "server", "--model", "m", "--base-url", url])
+    api, cli = ServerBackend(url, "m"), ServerBackend(url, "m", **server_options(args))
+    settings = [(b.concurrency, b.request_timeout, b.max_retries) for b in (api, cli)]
+    assert settings[0] == settings[1]
+    text = " ".join(parser.format_help().split())
+    assert f"requests in flight at once (default {api.concurrency})" in text
+    assert f"tried again (default {api.request_timeout:g})" in text
+    assert f"each time (default {api.max_retries})" in text
+    given = parser.parse_args(
+        ["--backend", "server", "--model", "m", "--base-url", url, "--concurrency", "3", "--max-retries", "0"]
+    )
+    chosen = ServerBackend(url, "m", **server_options(given))
+    assert (chosen.concurrency, chosen.request_timeout, chosen.max_retries) == (3, api.request_timeout, 0)
+    for b in (api, cli, chosen):
+        b.close()
 
 
 def test_the_backend_refuses_bad_settings_in_one_line():

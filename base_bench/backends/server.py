@@ -76,6 +76,11 @@ MAX_RESPONSE_BYTES = 256 << 20  # an answer larger than this is refused, not rea
 ANSWER_BASE_BYTES = 4 << 20  # an answer's decoded size: at most this ...
 ANSWER_BYTES_PER_TOKEN = 2048  # ... plus this per prompt token sent (vLLM's echo takes about 100)
 MAX_MODEL_LEN = 1 << 24  # a max_model_len above this is not believed
+# The defaults of ServerBackend and of the command line's --concurrency, --request-timeout and
+# --max-retries: one set, declared here and nowhere else.
+DEFAULT_CONCURRENCY = 8  # requests in flight at once
+DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds one request may take, all of it
+DEFAULT_MAX_RETRIES = 5  # tries after the first for a connection error, a timeout, HTTP 429 or 5xx
 
 
 @dataclass(frozen=True)
@@ -137,9 +142,9 @@ class ServerBackend(Backend):
         tokenizer=None,
         *,
         api_key_env: str | None = None,
-        concurrency: int = 4,
-        request_timeout: float = 120.0,
-        max_retries: int = 5,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: tuple[float, float] = (BACKOFF_BASE, BACKOFF_CAP),
     ):
         """`tokenizer`: a transformers tokenizer, or where to load one (a folder, a Hub id, a .gguf

@@ -22,6 +22,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..backends.server import DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT
 from ..engine.distributed import rank_from_env
 from ..errors import BaseBenchError, StorageError
 from ..items import card
@@ -44,7 +45,6 @@ from .cliargs import (
 
 SUBCOMMANDS = ("compare", "leaderboard", "explore", "trajectory", "contamination")
 SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
-SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
 VLLM_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--vllm-arg")
 # flags that say where and how torch places the model: --device first (llama.cpp takes that one)
 PLACEMENT_FLAGS = (
@@ -108,20 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=positive_int("--concurrency"),
         metavar="N",
-        help=f"with --backend server: requests in flight at once (default {SERVER_CONCURRENCY}); scores do not depend on it",
+        help=f"with --backend server: requests in flight at once (default {DEFAULT_CONCURRENCY}); scores do not "
+        "depend on it",
     )
     p.add_argument(
         "--request-timeout",
         type=positive_float("--request-timeout"),
         metavar="S",
-        help=f"with --backend server: seconds one request may take before it is tried again (default {SERVER_TIMEOUT:g})",
+        help="with --backend server: seconds one request may take before it is tried again (default "
+        f"{DEFAULT_REQUEST_TIMEOUT:g})",
     )
     p.add_argument(
         "--max-retries",
         type=positive_int("--max-retries", low=0),
         metavar="N",
         help="with --backend server: how many times a request that failed (no connection, a timeout, HTTP 429 "
-        f"or 5xx) is tried again, waiting twice as long each time (default {SERVER_RETRIES})",
+        f"or 5xx) is tried again, waiting twice as long each time (default {DEFAULT_MAX_RETRIES})",
     )
     p.add_argument(
         "--device",
@@ -506,6 +508,18 @@ def _refuse_flags(args, flags: tuple[str, ...], why: str) -> None:
         )
 
 
+def server_options(args) -> dict:
+    """ServerBackend's keyword arguments for the server flags given; a flag not given is left out, so
+    that ServerBackend's own default applies (the one default the help text states too)."""
+    given = {
+        "api_key_env": args.api_key_env,
+        "concurrency": args.concurrency,
+        "request_timeout": args.request_timeout,
+        "max_retries": args.max_retries,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def run_server(args) -> int:
     """--backend server: a model behind an OpenAI-compatible server, scored by the same evaluate().
     Everything that can refuse the run (the server, its model, the tokenizer, --resume, the server
@@ -520,15 +534,7 @@ def run_server(args) -> int:
         raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
     out_dir = resolve_out_dir(args)
     t0 = time.perf_counter()
-    backend = ServerBackend(
-        args.base_url,
-        args.model,
-        args.tokenizer,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency or SERVER_CONCURRENCY,
-        request_timeout=args.request_timeout or SERVER_TIMEOUT,
-        max_retries=SERVER_RETRIES if args.max_retries is None else args.max_retries,
-    )
+    backend = ServerBackend(args.base_url, args.model, args.tokenizer, **server_options(args))
     try:
         source = _open_data(args)
         backend.open()
