@@ -364,6 +364,43 @@ def test_key_values_refuses_a_key_given_twice_without_showing_the_values():
     assert str(ei.value) == "--model-arg quantization_config=... is given twice; give it once"
 
 
+@pytest.mark.parametrize(
+    "text, keys",
+    [
+        ("attn_implementation=sdpa,max_length=2048", ("max_length",)),
+        ("a=1, b=2,c_3 =x", ("b", "c_3")),
+    ],
+)
+def test_key_value_arg_marks_lm_evals_comma_list(text, keys):
+    from base_bench.commands.cliargs import CommaList, key_value_arg
+
+    assert key_value_arg("--model-arg")(text)[1] == CommaList(keys)
+
+
+@pytest.mark.parametrize("text", ['x="a,b=c"', 'rope_scaling={"type": "linear", "factor": 2.0}', "x=a,b", "x=a=b,c"])
+def test_commas_that_are_the_values_own_are_kept(text):
+    from base_bench.commands.cliargs import CommaList, key_value_arg
+
+    assert not isinstance(key_value_arg("--model-arg")(text)[1], CommaList)
+
+
+@pytest.mark.parametrize("flag", ["--model-arg", "--vllm-arg"])
+def test_a_comma_list_is_refused_in_one_line_naming_the_repeatable_form(model_dir, data_dir, tmp_path, capsys, flag):
+    arg = f"attn_implementation=sdpa,max_length=2048,token={SECRET}"
+    argv = ["--model", model_dir, "--local-data", data_dir, "--out-dir", tmp_path / "x", flag, arg]
+    if flag == "--vllm-arg":
+        argv += ["--backend", "vllm"]
+    assert run(*argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"base-bench: error: {flag} attn_implementation=...,max_length=...,token=... is a comma list, as lm-eval's "
+        f"--model_args takes; {flag} takes one KEY=VALUE, so repeat it: {flag} attn_implementation=VALUE "
+        f"{flag} max_length=VALUE {flag} token=VALUE (a VALUE whose commas are its own goes in JSON quotes: "
+        f"""{flag} 'attn_implementation="..."')\n"""
+    )
+    assert "sdpa" not in err and "2048" not in err and not (tmp_path / "x").exists()
+
+
 SECRET = "hf_MODELARGsecret0000000000000000000"
 
 
@@ -380,6 +417,7 @@ SECRET = "hf_MODELARGsecret0000000000000000000"
         ("gguf_file=x.gguf", "--gguf-file"),
         (f"token={SECRET}", "HF_TOKEN or `hf auth login`"),
         ("local_files_only=true", "HF_HUB_OFFLINE=1"),
+        ("pretrained=org/name", "--model"),  # lm-eval's --model_args pretrained=...
     ],
 )
 def test_a_model_arg_base_bench_sets_itself_is_refused_naming_the_flag(

@@ -51,6 +51,7 @@ INSTALL_HINT = (
 # --vllm-arg keys that base-bench sets itself: the flag to use instead, or why it is fixed
 RESERVED = {
     "model": "--model",
+    "pretrained": "--model",  # lm-eval's --model_args pretrained=ORG/NAME
     "tokenizer": "--model (base-bench tokenizes with the model's own tokenizer)",
     "dtype": "--dtype",
     "tensor_parallel_size": "--tensor-parallel-size",
