@@ -4,6 +4,7 @@
     report = evaluate(model, tokenizer)                          # bundled set ("bundled"); writes nothing
     report = evaluate(model, tokenizer, "hub", out_dir="runs/m")  # official data; the four run files
     report = evaluate(model, tokenizer, "my/dir", limit=16, out_dir="runs/m", resume=True)
+    report = evaluate(model, tokenizer, limit_per_category=2)     # a smoke test of every category
 
 `evaluate` returns the dict that report.json holds. The command line (`cli.py`) only parses flags,
 loads the model and calls this function, so both give the same report for the same model, data and
@@ -68,6 +69,31 @@ log = logging.getLogger("base_bench")
 
 
 @dataclass(frozen=True)
+class Selection:
+    """Which items a run scores: all; the first `limit` in file order (which is category order, so a
+    small limit is one category); or the first `per_category` of each category, in file order.
+    Neither changes a score, so neither is in the resume signature."""
+
+    limit: int | None = None
+    per_category: int | None = None
+
+    def of(self, items) -> list[Item]:
+        if self.per_category is not None:
+            seen: dict[str, int] = {}
+            out = []
+            for it in items:
+                seen[it.category] = seen.get(it.category, 0) + 1
+                if seen[it.category] <= self.per_category:
+                    out.append(it)
+            return out
+        return list(items[: self.limit] if self.limit else items)
+
+    def flag(self) -> str:
+        """How the run's reasons name it: "--limit 8" or "--limit-per-category 2"."""
+        return f"--limit-per-category {self.per_category}" if self.per_category is not None else f"--limit {self.limit}"
+
+
+@dataclass(frozen=True)
 class Setup:
     """What every rank works out on its own, before any collective and before anything is written."""
 
@@ -91,6 +117,7 @@ def evaluate(
     data=None,
     *,
     limit: int | None = None,
+    limit_per_category: int | None = None,
     batch_size: int | str | None = None,
     batch_tokens: int | None = None,
     add_bos: bool = False,
@@ -113,7 +140,10 @@ def evaluate(
                 data/test.jsonl (the command line's --data takes the same three). The first line
                 said names the data: on stderr when `progress` is on, else as an INFO note of the
                 "base_bench" logger.
-    limit       score only the first N items (the run is then not official).
+    limit       score only the first N items in file order, which is category order (the run is
+                then not official).
+    limit_per_category  instead of limit: score only the first N items of each category, in file
+                order, a smoke test that touches every category (not official either).
     batch_size  items per forward pass (default 8), or "auto": on a GPU the largest token budget
                 that fits, on a CPU 8 items. Scores do not depend on it.
     batch_tokens  instead of batch_size: at most this many positions fed per forward pass (rows
@@ -141,6 +171,7 @@ def evaluate(
             tokenizer,
             data,
             limit=limit,
+            limit_per_category=limit_per_category,
             batch_size=batch_size,
             batch_tokens=batch_tokens,
             add_bos=add_bos,
@@ -158,6 +189,7 @@ def _evaluate(
     data,
     *,
     limit,
+    limit_per_category,
     batch_size,
     batch_tokens,
     add_bos,
@@ -169,7 +201,15 @@ def _evaluate(
     ranks = Ranks.current()
     with ranks.together():
         setup = _setup(
-            model, tokenizer, data, limit, batch_size, batch_tokens, add_bos, model_info, _say(progress, ranks.is_main)
+            model,
+            tokenizer,
+            data,
+            Selection(limit, limit_per_category),
+            batch_size,
+            batch_tokens,
+            add_bos,
+            model_info,
+            _say(progress, ranks.is_main),
         )
     backend = setup.backend
     identity = _shared_identity(setup.identity, backend, ranks)
@@ -180,8 +220,9 @@ def _evaluate(
         {
             "data SHA-256": setup.source.dataset.sha256,
             "model fingerprint": signature_hash(signature),
-            "settings (limit, batch size, batch tokens, add_bos, resume)": (
+            "settings (limit, limit per category, batch size, batch tokens, add_bos, resume)": (
                 limit,
+                limit_per_category,
                 batch_size,
                 batch_tokens,
                 bool(add_bos),
@@ -261,6 +302,7 @@ def _evaluate(
         "threads": backend.threads,
         "world_size": ranks.world,
         "limit": limit,
+        "limit_per_category": limit_per_category,
         "window": setup.window,
         "scorer": scorer.name,
         "packing_check": packing,
@@ -305,18 +347,20 @@ def _say(progress: bool, is_main: bool):
     return log.info
 
 
-def _setup(model, tokenizer, data, limit, batch_size, batch_tokens, add_bos, model_info, say=None) -> Setup:
+def _setup(
+    model, tokenizer, data, selection: Selection, batch_size, batch_tokens, add_bos, model_info, say=None
+) -> Setup:
     """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer.
     Data opened here is named by a line through `say` (a DataSource was named by whoever opened it)."""
-    check_arguments(limit, batch_size, batch_tokens)
+    check_arguments(selection.limit, batch_size, batch_tokens, selection.per_category)
     source = data if isinstance(data, DataSource) else open_data(data, say=say)
     _check_tokenizer(tokenizer)
     backend = as_backend(model, tokenizer)
     all_items = source.dataset.items
-    items = list(all_items[:limit] if limit else all_items)
+    items = selection.of(all_items)
     reasons = list(source.reasons)
-    if limit and limit < len(all_items):
-        reasons.append(f"--limit {limit} scored {len(items)} of {len(all_items)} items")
+    if len(items) < len(all_items):
+        reasons.append(f"{selection.flag()} scored {len(items)} of {len(all_items)} items")
     if add_bos:
         reasons.append("--add-bos changes the scoring configuration")
     info, identity, load_s = _model_record(backend, tokenizer, model_info)
@@ -376,7 +420,8 @@ def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
 def run_signature(
     identity: dict, data_sha256: str, add_bos: bool, dtype: str, device, backend: str = "transformers"
 ) -> dict:
-    """Everything that changes a score, as --resume checks it (batch size, threads and limit do not).
+    """Everything that changes a score, as --resume checks it (batch size, threads, limit and
+    limit_per_category do not).
     The backend is named for every backend but transformers, the first one, so that runs started
     before there were backends still resume."""
     extra = {} if backend == "transformers" else {"backend": backend}
@@ -399,10 +444,20 @@ def device_type(device) -> str:
     return kind if isinstance(kind, str) else Device.parse(device).type
 
 
-def check_arguments(limit, batch_size, batch_tokens=None) -> None:
+def check_arguments(limit, batch_size, batch_tokens=None, limit_per_category=None) -> None:
     """UsageError for a limit, batch size or token budget `evaluate` cannot take."""
     if limit is not None and not _whole(limit):
         raise UsageError(f"limit must be a whole number of 1 or more, or None; got {limit!r}")
+    if limit_per_category is not None:
+        if not _whole(limit_per_category):
+            raise UsageError(
+                f"limit_per_category must be a whole number of 1 or more, or None; got {limit_per_category!r}"
+            )
+        if limit is not None:
+            raise UsageError(
+                f"give limit (the first N items) or limit_per_category (the first N of each category), not both; "
+                f"got limit={limit!r} and limit_per_category={limit_per_category!r}"
+            )
     if batch_size not in (None, "auto") and not _whole(batch_size):
         raise UsageError(f"batch_size must be a whole number of 1 or more, or 'auto'; got {batch_size!r}")
     if batch_tokens is not None:

@@ -177,7 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit",
         type=positive_int("--limit"),
         metavar="N",
-        help="score only the first N items, for smoke tests (the run is then non-official)",
+        help="score only the first N items in file order, which is category order (--limit 50 is all "
+        "language_completion), for smoke tests (the run is then non-official)",
+    )
+    p.add_argument(
+        "--limit-per-category",
+        type=positive_int("--limit-per-category"),
+        metavar="N",
+        help="instead of --limit: score only the first N items of each category (in file order), a smoke "
+        "test that touches every category (non-official)",
     )
     p.add_argument(
         "--add-bos",
@@ -293,8 +301,14 @@ def resolve_out_dir(args) -> Path:
 def run(args) -> int:
     """Check the flags, name the data (the first line a run says), load the model, score, report."""
     from ..backends.locate import check_request
+    from ..errors import UsageError
 
     _check_peft(args)
+    if args.limit is not None and args.limit_per_category is not None:
+        raise UsageError(
+            "give --limit (the first N items, in category order) or --limit-per-category (the first N of each "
+            "category), not both"
+        )
     model_args = key_values(args.model_arg, "--model-arg")
     _check_server_flags(args, model_args)
     _check_vllm_flags(args)
@@ -380,6 +394,7 @@ def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: boo
         tokenizer,
         source,
         limit=args.limit,
+        limit_per_category=args.limit_per_category,
         batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
         add_bos=args.add_bos,
@@ -528,7 +543,7 @@ def run_server(args) -> int:
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
-    from ..evaluation import run_signature
+    from ..evaluation import Selection, run_signature
 
     if world_from_env() > 1:
         raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
@@ -542,7 +557,7 @@ def run_server(args) -> int:
             backend.identity(), source.dataset.sha256, args.add_bos, backend.dtype, backend.device, backend.name
         )
         RunStore(out_dir).check(signature, args.resume)
-        items = source.dataset.items[: args.limit] if args.limit else source.dataset.items
+        items = Selection(args.limit, args.limit_per_category).of(source.dataset.items)
         tokenize = backend.check_tokenizer(items)
         backend.check()
         info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
