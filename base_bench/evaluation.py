@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 import sys
 import time
 import uuid
@@ -109,6 +110,7 @@ class Setup:
     pad_id: int
     bos_note: str | None
     adapter_note: str | None
+    chat_note: str | None
 
 
 def evaluate(
@@ -240,7 +242,7 @@ def _evaluate(
             held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
             done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
 
-    for note in (setup.bos_note, setup.adapter_note):
+    for note in (setup.bos_note, setup.chat_note, setup.adapter_note):
         if note and ranks.is_main:
             log.warning(note)
     items, encoded = setup.items, setup.encoded
@@ -312,6 +314,7 @@ def _evaluate(
         "signature_sha256": signature_hash(signature),
         "versions": backend.versions(),
         "bos_note": setup.bos_note,
+        "chat_note": setup.chat_note,
         "adapter_note": setup.adapter_note,
     }
     timing = {
@@ -380,6 +383,7 @@ def _setup(
         pad_id,
         bos_note(backend, add_bos),
         _adapter_note(info),
+        chat_note(tokenizer, backend, info),
     )
 
 
@@ -498,6 +502,54 @@ def bos_note(backend: Backend, add_bos: bool) -> str | None:
         "note: this model's tokenizer is set to put a BOS token first, and the card's rule scores "
         "without one, which can cost such a model a lot; to measure the gap, run again with --add-bos "
         "(a diagnostic, not official) and compare the two runs with `base-bench compare`"
+    )
+
+
+_TUNING_WORD = re.compile(r"(?<![A-Za-z0-9])(instruct|chat|it)(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def tuning_word(name: str | None) -> str | None:
+    """The word in a model's name that says it was instruction- or chat-tuned ("instruct", "chat",
+    "it", as a word, any case), or None. Only the last part of a path or Hub id is read (a folder
+    named it/ above the model says nothing), less a .gguf suffix: SmolLM2-135M-Instruct.Q4_1.gguf
+    gives "instruct", gemma-3-1b-it "it", Llama-2-7b-chat-hf "chat", ChatGLM and instructive None."""
+    if not isinstance(name, str) or not name.strip("/"):
+        return None
+    last = name.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
+    last = last[:-5] if last.lower().endswith(".gguf") else last
+    m = _TUNING_WORD.search(last)
+    return m.group(1).lower() if m else None
+
+
+def has_chat_template(tokenizer) -> bool:
+    """The tokenizer carries a chat template (transformers' `chat_template`, a text or a dict of them)."""
+    template = getattr(tokenizer, "chat_template", None)
+    return bool(template) and isinstance(template, (str, dict))
+
+
+def chat_note(tokenizer, backend: Backend, info: dict) -> str | None:
+    """The note for a model that looks chat- or instruction-tuned: its tokenizer (or its GGUF file)
+    carries a chat template, or its name says so (`tuning_word` of the --model value, of the name the
+    weights were loaded from or the server reports, or of the GGUF file). Never a refusal: the card's
+    scoring stands. A template alone is weaker evidence (some base models keep one), and says so."""
+    template = has_chat_template(tokenizer) or bool(getattr(backend, "chat_template", False))
+    names = (info.get("spec"), backend.model_name, (info.get("hub") or {}).get("file"), info.get("path"))
+    word = next((w for w in map(tuning_word, names) if w), None)
+    if not template and word is None:
+        return None
+    what = " and ".join(
+        x
+        for x in (
+            "carries a chat template in its tokenizer" if template else None,
+            word and f'has "{word}" in its name',
+        )
+        if x
+    )
+    though = ", though some base models keep a template too" if word is None else ""
+    return (
+        f"note: this model {what}, as chat- and instruction-tuned models do{though}; the card is for base "
+        "models and scores the items as plain text, without a chat template, so such a model is measured "
+        "outside the format it was tuned for (the run is scored and reported as usual)"
     )
 
 
