@@ -50,6 +50,7 @@ from .backends import Backend, as_backend
 from .backends.adapters import base_model_note, same_base
 from .backends.base import Device
 from .backends.identity import tokenizer_fingerprint
+from .backends.prompt_logprobs import loosened
 from .engine.batching import attempt, auto_batching
 from .engine.distributed import Ranks, error_class, share
 from .engine.packing import Batching, batch_cost, longest_first
@@ -260,6 +261,7 @@ def _evaluate(
 
         order = longest_first(encoded)
         scorer, packing = backend.pick_scorer(order, setup.pad_id, ranks)
+        reasons = [*setup.reasons, *filter(None, [loosened(packing)])]  # --max-spread above the card's limit
         row_length = order[0].packed_length if order else 1  # the run's longest item: rows are packed up to it
         plan = _batching(batch_size, batch_tokens, scorer, order, row_length, backend.device, ranks)
 
@@ -327,8 +329,8 @@ def _evaluate(
     report = build_report(
         config=config,
         data=setup.source.record,
-        official=not setup.reasons,
-        reasons=setup.reasons,
+        official=not reasons,
+        reasons=reasons,
         items=items,
         results=done,
         timing=timing,

@@ -64,7 +64,15 @@ from ..errors import ModelError, ServerError, UsageError
 from ..redact import redact, register, stored
 from .base import Backend
 from .identity import package_version, tokenizer_fingerprint
-from .prompt_logprobs import KNOWN, MAX_LOGPROB, EngineCheckError, PromptScorer, check_engine
+from .prompt_logprobs import (
+    KNOWN,
+    MAX_LOGPROB,
+    SPREAD_MAX,
+    EngineCheckError,
+    PromptScorer,
+    check_engine,
+    check_spread_max,
+)
 
 log = logging.getLogger("base_bench")
 
@@ -146,9 +154,12 @@ class ServerBackend(Backend):
         request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: tuple[float, float] = (BACKOFF_BASE, BACKOFF_CAP),
+        max_spread: float | None = None,
     ):
         """`tokenizer`: a transformers tokenizer, or where to load one (a folder, a Hub id, a .gguf
-        file); None takes the model root the server reports. Nothing is sent until `open`."""
+        file); None takes the model root the server reports. `max_spread`: the server check's limit
+        on the invariance spread, nats per token (None: SPREAD_MAX; a larger one makes the run
+        non-official, and is part of the run's identity). Nothing is sent until `open`."""
         p = urlsplit(base_url or "")
         if p.scheme not in ("http", "https") or not p.hostname:
             raise UsageError(f"--base-url {public_url(base_url or '')!r} is not an http:// or https:// URL")
@@ -165,6 +176,7 @@ class ServerBackend(Backend):
         self.request_timeout = float(request_timeout)
         self.max_retries = max_retries
         self.backoff = backoff
+        self.max_spread = check_spread_max(max_spread)
         self._key = _read_key(api_key_env)
         self.api_key_env = api_key_env
         self._tokenizer_spec = tokenizer if isinstance(tokenizer, (str, Path)) or tokenizer is None else None
@@ -240,7 +252,13 @@ class ServerBackend(Backend):
         probe = self._probe()
         avoid = sorted(set(self.tokenizer.all_special_ids) | set(getattr(self.tokenizer, "added_tokens_decoder", {})))
         try:
-            record = check_engine(self.logprobs, self.vocab_size, avoid=avoid, label=self.where)
+            record = check_engine(
+                self.logprobs,
+                self.vocab_size,
+                avoid=avoid,
+                label=self.where,
+                spread_max=SPREAD_MAX if self.max_spread is None else self.max_spread,
+            )
         except _TokenMismatch as m:
             raise ModelError(f"{self.where}: {m.line(self.where)}") from None
         except _BadAnswer as b:
@@ -318,14 +336,17 @@ class ServerBackend(Backend):
     # ------------------------------------------------------------------ what evaluate() asks
 
     def identity(self) -> dict:
-        """What --resume checks: the server's model name, root and version, and the tokenizer."""
-        return {
+        """What --resume checks: the server's model name, root and version, and the tokenizer; the
+        server check's spread limit where one other than SPREAD_MAX was given (so that a run is not
+        continued under another limit than it started with, and older runs still resume)."""
+        out = {
             "kind": "server",
             "served_model": self.served_model,
             "root": self.root,
             "server_version": self.server_version,
             "tokenizer": tokenizer_fingerprint(self.tokenizer),
         }
+        return {**out, "max_spread": self.max_spread} if self.max_spread is not None else out
 
     def info(self) -> dict:
         """config.model for the report (the CLI's model_info)."""

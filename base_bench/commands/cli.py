@@ -268,6 +268,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --backend vllm: split the layers into N stages (vLLM's pipeline parallelism; default 1)",
     )
+    p.add_argument(
+        "--max-spread",
+        type=positive_float("--max-spread"),
+        metavar="X",
+        help="with --backend server or vllm: accept an engine whose log-probs vary by up to X nats per token "
+        "with batching and cached prefixes, where the start-up check allows 1e-3; the limit is recorded "
+        "and a run above 1e-3 is non-official (bfloat16 on a GPU: score in float32 instead where you can)",
+    )
     add_key_value_flag(
         p,
         "--vllm-arg",
@@ -308,6 +316,11 @@ def run(args) -> int:
         raise UsageError(
             "give --limit (the first N items, in category order) or --limit-per-category (the first N of each "
             "category), not both"
+        )
+    if args.max_spread is not None and args.backend not in ("server", "vllm"):
+        raise UsageError(
+            f"--max-spread is the start-up check's limit for --backend server and --backend vllm; --backend "
+            f"{args.backend} has no such check"
         )
     model_args = key_values(args.model_arg, "--model-arg")
     _check_server_flags(args, model_args)
@@ -549,7 +562,9 @@ def run_server(args) -> int:
         raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
     out_dir = resolve_out_dir(args)
     t0 = time.perf_counter()
-    backend = ServerBackend(args.base_url, args.model, args.tokenizer, **server_options(args))
+    backend = ServerBackend(
+        args.base_url, args.model, args.tokenizer, **server_options(args), max_spread=args.max_spread
+    )
     try:
         source = _open_data(args)
         backend.open()
@@ -579,6 +594,7 @@ def run_vllm(args, model_args: dict) -> int:
     import torch
 
     from ..backends import vllm as vb
+    from ..backends.prompt_logprobs import check_spread_max
     from ..backends.transformers import classify, dtype_name, locate_model, resolve_dtype
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
@@ -620,7 +636,8 @@ def run_vllm(args, model_args: dict) -> int:
     )
     dtype = dtype_name(resolve_dtype(args.dtype, torch.device(device)))
     tokenizer = vb.load_tokenizer(located.where, args.trust_remote_code)
-    identity = vb.run_identity(located.identity(), tokenizer, vllm_args)
+    max_spread = check_spread_max(args.max_spread)
+    identity = vb.run_identity(located.identity(), tokenizer, vllm_args, max_spread)
     RunStore(out_dir).check(
         run_signature(identity, source.dataset.sha256, args.add_bos, dtype, device, "vllm"), args.resume
     )
@@ -634,6 +651,7 @@ def run_vllm(args, model_args: dict) -> int:
         pipeline_parallel_size=args.pipeline_parallel_size or 1,
         vllm_args=vllm_args,
         trust_remote_code=args.trust_remote_code,
+        max_spread=max_spread,
     )
     try:
         if backend.dtype != dtype:
