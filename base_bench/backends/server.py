@@ -60,7 +60,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from .. import untrusted
-from ..errors import ModelError, ServerError, UsageError
+from ..errors import BaseBenchError, ModelError, ServerError, UsageError
 from ..redact import redact, register, stored
 from .base import Backend
 from .identity import package_version, tokenizer_fingerprint
@@ -155,9 +155,11 @@ class ServerBackend(Backend):
         max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: tuple[float, float] = (BACKOFF_BASE, BACKOFF_CAP),
         max_spread: float | None = None,
+        revision: str | None = None,
     ):
         """`tokenizer`: a transformers tokenizer, or where to load one (a folder, a Hub id, a .gguf
-        file); None takes the model root the server reports. `max_spread`: the server check's limit
+        file); None takes the model root the server reports. `revision`: the branch, tag or commit
+        of that tokenizer on the Hub (--revision), for a Hub id only; its commit names the run. `max_spread`: the server check's limit
         on the invariance spread, nats per token (None: SPREAD_MAX; a larger one makes the run
         non-official, and is part of the run's identity). Nothing is sent until `open`."""
         p = urlsplit(base_url or "")
@@ -181,6 +183,10 @@ class ServerBackend(Backend):
         self.api_key_env = api_key_env
         self._tokenizer_spec = tokenizer if isinstance(tokenizer, (str, Path)) or tokenizer is None else None
         self.tokenizer = None if self._tokenizer_spec is not None or tokenizer is None else tokenizer
+        if revision is not None and self.tokenizer is not None:
+            raise UsageError("--revision pins a tokenizer loaded from the Hub, not one handed in")
+        self.revision = revision
+        self.tokenizer_commit: str | None = None  # the commit --revision resolved to
         self.root: str | None = None
         self.server_version: str | None = None
         self.system_fingerprint: str | None = None
@@ -233,7 +239,9 @@ class ServerBackend(Backend):
         self.server_version = self._run(self._version())
         if self.tokenizer is None:
             root = None if (self.root or "").startswith("(withheld") else self.root
-            self.tokenizer, self.tokenizer_source = _load_tokenizer(self._tokenizer_spec, root, self.where)
+            self.tokenizer, self.tokenizer_source, self.tokenizer_commit = _load_tokenizer(
+                self._tokenizer_spec, root, self.where, self.revision
+            )
         else:
             self.tokenizer_source = "given"
         self.vocab_size = len(self.tokenizer)
@@ -336,9 +344,9 @@ class ServerBackend(Backend):
     # ------------------------------------------------------------------ what evaluate() asks
 
     def identity(self) -> dict:
-        """What --resume checks: the server's model name, root and version, and the tokenizer; the
-        server check's spread limit where one other than SPREAD_MAX was given (so that a run is not
-        continued under another limit than it started with, and older runs still resume)."""
+        """What --resume checks: the server's model name, root and version, and the tokenizer (with
+        the commit --revision pinned it to, where given); the server check's spread limit where one
+        other than SPREAD_MAX was given. The last two only when given, so older runs still resume."""
         out = {
             "kind": "server",
             "served_model": self.served_model,
@@ -346,6 +354,8 @@ class ServerBackend(Backend):
             "server_version": self.server_version,
             "tokenizer": tokenizer_fingerprint(self.tokenizer),
         }
+        if self.tokenizer_commit is not None:
+            out["tokenizer_revision"] = self.tokenizer_commit
         return {**out, "max_spread": self.max_spread} if self.max_spread is not None else out
 
     def info(self) -> dict:
@@ -370,6 +380,9 @@ class ServerBackend(Backend):
                 "server_version": self.server_version,
                 "protocol": self.protocol,
                 "tokenizer": self.tokenizer_source if self.tokenizer is not None else None,
+                "tokenizer_revision": (
+                    {"requested": self.revision, "commit": self.tokenizer_commit} if self.revision is not None else None
+                ),
                 "tokenize_checked": self.tokenize_offered,
                 "concurrency": self.concurrency,
                 "request_timeout_s": self.request_timeout,
@@ -725,9 +738,24 @@ def _read_key(env: str | None) -> str | None:
     return key.strip()
 
 
-def _load_tokenizer(spec, root: str | None, where: str):
-    """(tokenizer, where it came from): `spec` (a folder, a .gguf file or a Hub id), else the model
-    root the server reports, where that is a folder here or a Hub id."""
+TOKENIZER_FILES = [  # what --revision fetches of a Hub repo: the tokenizer, never the weights
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab*",
+    "merges.txt",
+    "*.model",
+    "*.tiktoken",
+    "chat_template*",
+    "config.json",
+]
+
+
+def _load_tokenizer(spec, root: str | None, where: str, revision: str | None = None):
+    """(tokenizer, where it came from, commit): `spec` (a folder, a .gguf file or a Hub id), else the
+    model root the server reports, where that is a folder here or a Hub id. With `revision` (a Hub
+    id's branch, tag or commit) only the tokenizer's files of that revision are fetched, and the
+    commit it resolved to is returned (else None); a local tokenizer with a revision is refused."""
     if spec is None:
         if not root:
             raise UsageError(f"{where} does not say where its model comes from; pass --tokenizer DIR|HUB_ID|FILE.gguf")
@@ -740,21 +768,33 @@ def _load_tokenizer(spec, root: str | None, where: str):
         spec = root
     spec = str(spec)
     p = Path(spec).expanduser()
+    if revision is not None and (spec.lower().endswith(".gguf") or p.exists()):
+        raise UsageError(
+            f"--revision {revision} pins a tokenizer on the Hub, and the tokenizer {spec[:200]!r} is a local "
+            f"{'folder' if p.is_dir() else 'file'}, which has no revisions; drop --revision"
+        )
+    if revision is not None and not _looks_like_hub_id(spec):
+        raise UsageError(f"--revision {revision}: the tokenizer {spec[:200]!r} is not a Hub id")
     try:
         if spec.lower().endswith(".gguf"):
             from .llama_cpp import load_tokenizer
 
             if not p.is_file():
                 raise UsageError(f"--tokenizer {spec}: no such GGUF file")
-            return load_tokenizer(p)[0], spec
+            return load_tokenizer(p)[0], spec, None
         if not p.exists() and not _looks_like_hub_id(spec):
             raise UsageError(f"--tokenizer {spec}: no such folder or file, and not a Hub id")
         from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
-        return AutoTokenizer.from_pretrained(str(p) if p.exists() else spec), spec
-    except (UsageError, ModelError):
+        if revision is not None:
+            from ..items.hub import download_model
+
+            local, commit = download_model(spec, revision=revision, what="tokenizer", only=TOKENIZER_FILES)
+            return AutoTokenizer.from_pretrained(local), spec, commit
+        return AutoTokenizer.from_pretrained(str(p) if p.exists() else spec), spec, None
+    except BaseBenchError:  # a usage, model or Hub error: already one line
         raise
     except Exception as exc:  # noqa: BLE001 - one line for the user
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -195,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--revision",
         metavar="REV",
-        help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded",
+        help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded. With "
+        "--backend server: the revision of the tokenizer (--tokenizer, or the root the server reports) when it "
+        "is a Hub id",
     )
     p.add_argument(
         "--gguf-file",
@@ -517,7 +519,8 @@ def _check_server_flags(args, model_args: dict) -> None:
         return
     if not args.base_url:
         raise UsageError("--backend server needs --base-url, the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
-    _refuse_flags(args, (*PLACEMENT_FLAGS, "--threads", "--gguf-file"), ": the server runs the model as it was started")
+    placement = tuple(f for f in PLACEMENT_FLAGS if f != "--revision")  # --revision pins the tokenizer here
+    _refuse_flags(args, (*placement, "--threads", "--gguf-file"), ": the server runs the model as it was started")
     if model_args:
         raise UsageError(
             "--model-arg does not apply to --backend server: the server loaded the model as it was started"
@@ -563,7 +566,12 @@ def run_server(args) -> int:
     out_dir = resolve_out_dir(args)
     t0 = time.perf_counter()
     backend = ServerBackend(
-        args.base_url, args.model, args.tokenizer, **server_options(args), max_spread=args.max_spread
+        args.base_url,
+        args.model,
+        args.tokenizer,
+        **server_options(args),
+        max_spread=args.max_spread,
+        revision=args.revision,
     )
     try:
         source = _open_data(args)
