@@ -159,9 +159,10 @@ class ServerBackend(Backend):
     ):
         """`tokenizer`: a transformers tokenizer, or where to load one (a folder, a Hub id, a .gguf
         file); None takes the model root the server reports. `revision`: the branch, tag or commit
-        of that tokenizer on the Hub (--revision), for a Hub id only; its commit names the run. `max_spread`: the server check's limit
-        on the invariance spread, nats per token (None: SPREAD_MAX; a larger one makes the run
-        non-official, and is part of the run's identity). Nothing is sent until `open`."""
+        of that tokenizer on the Hub (--revision), for a Hub id only; its commit names the run.
+        `max_spread`: the server check's limit on the invariance spread, nats per token (None:
+        SPREAD_MAX; a larger one makes the run non-official, and is part of the run's identity).
+        Nothing is sent until `open`."""
         p = urlsplit(base_url or "")
         if p.scheme not in ("http", "https") or not p.hostname:
             raise UsageError(f"--base-url {public_url(base_url or '')!r} is not an http:// or https:// URL")
