@@ -4,6 +4,7 @@
     report = evaluate(model, tokenizer)                          # bundled set ("bundled"); writes nothing
     report = evaluate(model, tokenizer, "hub", out_dir="runs/m")  # official data; the four run files
     report = evaluate(model, tokenizer, "my/dir", limit=16, out_dir="runs/m", resume=True)
+    report = evaluate(model, tokenizer, limit_per_category=2)     # a smoke test of every category
 
 `evaluate` returns the dict that report.json holds. The command line (`cli.py`) only parses flags,
 loads the model and calls this function, so both give the same report for the same model, data and
@@ -37,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import re
 import sys
 import time
 import uuid
@@ -48,6 +50,7 @@ from .backends import Backend, as_backend
 from .backends.adapters import base_model_note, same_base
 from .backends.base import Device
 from .backends.identity import tokenizer_fingerprint
+from .backends.prompt_logprobs import loosened
 from .engine.batching import attempt, auto_batching
 from .engine.distributed import Ranks, error_class, share
 from .engine.packing import Batching, batch_cost, longest_first
@@ -68,6 +71,31 @@ log = logging.getLogger("base_bench")
 
 
 @dataclass(frozen=True)
+class Selection:
+    """Which items a run scores: all; the first `limit` in file order (which is category order, so a
+    small limit is one category); or the first `per_category` of each category, in file order.
+    Neither changes a score, so neither is in the resume signature."""
+
+    limit: int | None = None
+    per_category: int | None = None
+
+    def of(self, items) -> list[Item]:
+        if self.per_category is not None:
+            seen: dict[str, int] = {}
+            out = []
+            for it in items:
+                seen[it.category] = seen.get(it.category, 0) + 1
+                if seen[it.category] <= self.per_category:
+                    out.append(it)
+            return out
+        return list(items[: self.limit] if self.limit else items)
+
+    def flag(self) -> str:
+        """How the run's reasons name it: "--limit 8" or "--limit-per-category 2"."""
+        return f"--limit-per-category {self.per_category}" if self.per_category is not None else f"--limit {self.limit}"
+
+
+@dataclass(frozen=True)
 class Setup:
     """What every rank works out on its own, before any collective and before anything is written."""
 
@@ -83,6 +111,7 @@ class Setup:
     pad_id: int
     bos_note: str | None
     adapter_note: str | None
+    chat_note: str | None
 
 
 def evaluate(
@@ -91,6 +120,7 @@ def evaluate(
     data=None,
     *,
     limit: int | None = None,
+    limit_per_category: int | None = None,
     batch_size: int | str | None = None,
     batch_tokens: int | None = None,
     add_bos: bool = False,
@@ -113,7 +143,10 @@ def evaluate(
                 data/test.jsonl (the command line's --data takes the same three). The first line
                 said names the data: on stderr when `progress` is on, else as an INFO note of the
                 "base_bench" logger.
-    limit       score only the first N items (the run is then not official).
+    limit       score only the first N items in file order, which is category order (the run is
+                then not official).
+    limit_per_category  instead of limit: score only the first N items of each category, in file
+                order, a smoke test that touches every category (not official either).
     batch_size  items per forward pass (default 8), or "auto": on a GPU the largest token budget
                 that fits, on a CPU 8 items. Scores do not depend on it.
     batch_tokens  instead of batch_size: at most this many positions fed per forward pass (rows
@@ -141,6 +174,7 @@ def evaluate(
             tokenizer,
             data,
             limit=limit,
+            limit_per_category=limit_per_category,
             batch_size=batch_size,
             batch_tokens=batch_tokens,
             add_bos=add_bos,
@@ -158,6 +192,7 @@ def _evaluate(
     data,
     *,
     limit,
+    limit_per_category,
     batch_size,
     batch_tokens,
     add_bos,
@@ -169,7 +204,15 @@ def _evaluate(
     ranks = Ranks.current()
     with ranks.together():
         setup = _setup(
-            model, tokenizer, data, limit, batch_size, batch_tokens, add_bos, model_info, _say(progress, ranks.is_main)
+            model,
+            tokenizer,
+            data,
+            Selection(limit, limit_per_category),
+            batch_size,
+            batch_tokens,
+            add_bos,
+            model_info,
+            _say(progress, ranks.is_main),
         )
     backend = setup.backend
     identity = _shared_identity(setup.identity, backend, ranks)
@@ -180,8 +223,9 @@ def _evaluate(
         {
             "data SHA-256": setup.source.dataset.sha256,
             "model fingerprint": signature_hash(signature),
-            "settings (limit, batch size, batch tokens, add_bos, resume)": (
+            "settings (limit, limit per category, batch size, batch tokens, add_bos, resume)": (
                 limit,
+                limit_per_category,
                 batch_size,
                 batch_tokens,
                 bool(add_bos),
@@ -199,7 +243,7 @@ def _evaluate(
             held.enter_context(store.lock())  # one process per out-dir; RunError naming the holder if not
             done = store.begin(signature, {"model": setup.info.get("spec"), "out_dir": str(store.dir)}, resume)
 
-    for note in (setup.bos_note, setup.adapter_note):
+    for note in (setup.bos_note, setup.chat_note, setup.adapter_note):
         if note and ranks.is_main:
             log.warning(note)
     items, encoded = setup.items, setup.encoded
@@ -217,6 +261,7 @@ def _evaluate(
 
         order = longest_first(encoded)
         scorer, packing = backend.pick_scorer(order, setup.pad_id, ranks)
+        reasons = [*setup.reasons, *filter(None, [loosened(packing)])]  # --max-spread above the card's limit
         row_length = order[0].packed_length if order else 1  # the run's longest item: rows are packed up to it
         plan = _batching(batch_size, batch_tokens, scorer, order, row_length, backend.device, ranks)
 
@@ -261,6 +306,7 @@ def _evaluate(
         "threads": backend.threads,
         "world_size": ranks.world,
         "limit": limit,
+        "limit_per_category": limit_per_category,
         "window": setup.window,
         "scorer": scorer.name,
         "packing_check": packing,
@@ -270,6 +316,7 @@ def _evaluate(
         "signature_sha256": signature_hash(signature),
         "versions": backend.versions(),
         "bos_note": setup.bos_note,
+        "chat_note": setup.chat_note,
         "adapter_note": setup.adapter_note,
     }
     timing = {
@@ -282,8 +329,8 @@ def _evaluate(
     report = build_report(
         config=config,
         data=setup.source.record,
-        official=not setup.reasons,
-        reasons=setup.reasons,
+        official=not reasons,
+        reasons=reasons,
         items=items,
         results=done,
         timing=timing,
@@ -305,18 +352,20 @@ def _say(progress: bool, is_main: bool):
     return log.info
 
 
-def _setup(model, tokenizer, data, limit, batch_size, batch_tokens, add_bos, model_info, say=None) -> Setup:
+def _setup(
+    model, tokenizer, data, selection: Selection, batch_size, batch_tokens, add_bos, model_info, say=None
+) -> Setup:
     """Every check that needs no other rank and writes nothing: arguments, data, model, tokenizer.
     Data opened here is named by a line through `say` (a DataSource was named by whoever opened it)."""
-    check_arguments(limit, batch_size, batch_tokens)
+    check_arguments(selection.limit, batch_size, batch_tokens, selection.per_category)
     source = data if isinstance(data, DataSource) else open_data(data, say=say)
     _check_tokenizer(tokenizer)
     backend = as_backend(model, tokenizer)
     all_items = source.dataset.items
-    items = list(all_items[:limit] if limit else all_items)
+    items = selection.of(all_items)
     reasons = list(source.reasons)
-    if limit and limit < len(all_items):
-        reasons.append(f"--limit {limit} scored {len(items)} of {len(all_items)} items")
+    if len(items) < len(all_items):
+        reasons.append(f"{selection.flag()} scored {len(items)} of {len(all_items)} items")
     if add_bos:
         reasons.append("--add-bos changes the scoring configuration")
     info, identity, load_s = _model_record(backend, tokenizer, model_info)
@@ -336,6 +385,7 @@ def _setup(model, tokenizer, data, limit, batch_size, batch_tokens, add_bos, mod
         pad_id,
         bos_note(backend, add_bos),
         _adapter_note(info),
+        chat_note(tokenizer, backend, info),
     )
 
 
@@ -376,7 +426,8 @@ def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
 def run_signature(
     identity: dict, data_sha256: str, add_bos: bool, dtype: str, device, backend: str = "transformers"
 ) -> dict:
-    """Everything that changes a score, as --resume checks it (batch size, threads and limit do not).
+    """Everything that changes a score, as --resume checks it (batch size, threads, limit and
+    limit_per_category do not).
     The backend is named for every backend but transformers, the first one, so that runs started
     before there were backends still resume."""
     extra = {} if backend == "transformers" else {"backend": backend}
@@ -399,10 +450,20 @@ def device_type(device) -> str:
     return kind if isinstance(kind, str) else Device.parse(device).type
 
 
-def check_arguments(limit, batch_size, batch_tokens=None) -> None:
+def check_arguments(limit, batch_size, batch_tokens=None, limit_per_category=None) -> None:
     """UsageError for a limit, batch size or token budget `evaluate` cannot take."""
     if limit is not None and not _whole(limit):
         raise UsageError(f"limit must be a whole number of 1 or more, or None; got {limit!r}")
+    if limit_per_category is not None:
+        if not _whole(limit_per_category):
+            raise UsageError(
+                f"limit_per_category must be a whole number of 1 or more, or None; got {limit_per_category!r}"
+            )
+        if limit is not None:
+            raise UsageError(
+                f"give limit (the first N items) or limit_per_category (the first N of each category), not both; "
+                f"got limit={limit!r} and limit_per_category={limit_per_category!r}"
+            )
     if batch_size not in (None, "auto") and not _whole(batch_size):
         raise UsageError(f"batch_size must be a whole number of 1 or more, or 'auto'; got {batch_size!r}")
     if batch_tokens is not None:
@@ -443,6 +504,54 @@ def bos_note(backend: Backend, add_bos: bool) -> str | None:
         "note: this model's tokenizer is set to put a BOS token first, and the card's rule scores "
         "without one, which can cost such a model a lot; to measure the gap, run again with --add-bos "
         "(a diagnostic, not official) and compare the two runs with `base-bench compare`"
+    )
+
+
+_TUNING_WORD = re.compile(r"(?<![A-Za-z0-9])(instruct|chat|it)(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def tuning_word(name: str | None) -> str | None:
+    """The word in a model's name that says it was instruction- or chat-tuned ("instruct", "chat",
+    "it", as a word, any case), or None. Only the last part of a path or Hub id is read (a folder
+    named it/ above the model says nothing), less a .gguf suffix: SmolLM2-135M-Instruct.Q4_1.gguf
+    gives "instruct", gemma-3-1b-it "it", Llama-2-7b-chat-hf "chat", ChatGLM and instructive None."""
+    if not isinstance(name, str) or not name.strip("/"):
+        return None
+    last = name.rstrip("/").replace("\\", "/").rsplit("/", 1)[-1]
+    last = last[:-5] if last.lower().endswith(".gguf") else last
+    m = _TUNING_WORD.search(last)
+    return m.group(1).lower() if m else None
+
+
+def has_chat_template(tokenizer) -> bool:
+    """The tokenizer carries a chat template (transformers' `chat_template`, a text or a dict of them)."""
+    template = getattr(tokenizer, "chat_template", None)
+    return bool(template) and isinstance(template, (str, dict))
+
+
+def chat_note(tokenizer, backend: Backend, info: dict) -> str | None:
+    """The note for a model that looks chat- or instruction-tuned: its tokenizer (or its GGUF file)
+    carries a chat template, or its name says so (`tuning_word` of the --model value, of the name the
+    weights were loaded from or the server reports, or of the GGUF file). Never a refusal: the card's
+    scoring stands. A template alone is weaker evidence (some base models keep one), and says so."""
+    template = has_chat_template(tokenizer) or bool(getattr(backend, "chat_template", False))
+    names = (info.get("spec"), backend.model_name, (info.get("hub") or {}).get("file"), info.get("path"))
+    word = next((w for w in map(tuning_word, names) if w), None)
+    if not template and word is None:
+        return None
+    what = " and ".join(
+        x
+        for x in (
+            "carries a chat template in its tokenizer" if template else None,
+            word and f'has "{word}" in its name',
+        )
+        if x
+    )
+    though = ", though some base models keep a template too" if word is None else ""
+    return (
+        f"note: this model {what}, as chat- and instruction-tuned models do{though}; the card is for base "
+        "models and scores the items as plain text, without a chat template, so such a model is measured "
+        "outside the format it was tuned for (the run is scored and reported as usual)"
     )
 
 

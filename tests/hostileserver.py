@@ -15,9 +15,9 @@ base-bench reads the echo; so do the other ECHO modes) and the echoed `logprobs`
 /tokenize answers with the tokenizer's ids, /version with a version string.
 
 Modes named in MODES change the answers: those in STARTUP from the first request (the stored
-strings, the model list, an error body), the others only once `honest` completion requests were
-answered as they should be (the start-up check takes 5 with --concurrency 1). Everything is real
-HTTP on 127.0.0.1 (http.server); nothing in base-bench is mocked.
+strings, the model list, an error body, values that move with the batch), the others only once
+`honest` completion requests were answered as they should be (the start-up check takes 5 with
+--concurrency 1). Everything is real HTTP on 127.0.0.1 (http.server); nothing in base-bench is mocked.
 """
 
 from __future__ import annotations
@@ -32,7 +32,17 @@ MODEL = "tiny"
 # modes that change the answers from the first request on
 # modes of the echo protocol: the server never offers prompt_logprobs, so base-bench reads the echo
 ECHO = {"short_echo", "logprobs_list", "no_plp"}
-STARTUP = {"root_key", "version_key", "fingerprint_key", "models_key", "straddle", "escape", "redirect_models"}
+STARTUP = {
+    "root_key",
+    "version_key",
+    "fingerprint_key",
+    "models_key",
+    "straddle",
+    "escape",
+    "redirect_models",
+    "batch_jitter",
+}
+JITTER = 0.004  # "batch_jitter": nats per token taken off every value for each other prompt in the request
 _BOMB: list[bytes] = []
 
 
@@ -145,6 +155,8 @@ class HostileServer:
             values = logprobs(p)
             strings = [self.tok.convert_ids_to_tokens(t) for t in p]
             decoded = [self.tok.decode([t]) for t in p]
+            if mode == "batch_jitter":  # as a bfloat16 kernel may: the values move with the batch they ran in
+                values = [None] + [v - JITTER * (len(prompts) - 1) for v in values[1:]]
             if mode == "positive":
                 values = values[:-1] + [50.0]
             elif mode == "nan":

@@ -146,10 +146,83 @@ def test_resume_with_limit_then_full(model_dir, data_dir, tmp_path):
     assert len(rep["items"]) == 350 and rep["timing"]["items_scored_this_session"] == 342
 
 
+def first_of_each_category(n: int) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for r in records():  # file order
+        seen[r["category"]] = seen.get(r["category"], 0) + 1
+        if seen[r["category"]] <= n:
+            out.append(r["id"])
+    return out
+
+
+def test_limit_per_category_scores_the_first_n_of_every_category_and_resumes_as_limit_does(
+    full_run, model_dir, data_dir, tmp_path, capsys
+):
+    out, n_all = tmp_path / "each", len(records())
+    assert run("--model", model_dir, "--local-data", data_dir, "--out-dir", out, "--limit-per-category", "2") == 0
+    rep, two = json.loads((out / "report.json").read_text()), first_of_each_category(2)
+    categories = {r["category"] for r in records()}
+    assert [i["id"] for i in rep["items"]] == two and len(two) == 2 * len(categories) < n_all
+    assert {c: b["n"] for c, b in rep["results"]["categories"].items()} == dict.fromkeys(categories, 2)
+    assert (rep["config"]["limit"], rep["config"]["limit_per_category"]) == (None, 2)
+    assert (
+        not rep["official"]
+        and f"--limit-per-category 2 scored {len(two)} of {n_all} items" in rep["non_official_reasons"]
+    )
+    printed = capsys.readouterr().out
+    assert f"Note: intervals computed on {len(two)} of {n_all} items." in printed
+    assert f"Note: intervals computed on {len(two)} of {n_all} items." in (out / "predictions.md").read_text()
+    # not in the signature, as --limit is not: the same run_config.json as the full run's
+    signature = [json.loads((d / "run_config.json").read_text())["signature"] for d in (out, full_run)]
+    assert signature[0] == signature[1]
+    assert (
+        run("--model", model_dir, "--local-data", data_dir, "--out-dir", out, "--limit-per-category", 3, "--resume")
+        == 0
+    )
+    rep = json.loads((out / "report.json").read_text())
+    assert [i["id"] for i in rep["items"]] == first_of_each_category(3)
+    assert rep["timing"]["items_scored_this_session"] == len(categories)
+    assert run("--model", model_dir, "--local-data", data_dir, "--out-dir", out, "--resume") == 0
+    rep, base = (json.loads((d / "report.json").read_text()) for d in (out, full_run))
+    assert len(rep["items"]) == n_all and rep["official"] == base["official"]
+    worst = max(
+        abs(a["logprob"] - b["logprob"])
+        for x, y in zip(base["items"], rep["items"])
+        for a, b in zip(x["choices"], y["choices"])
+    )
+    assert worst < 1e-4  # other batches, so float rounding only
+
+
+def test_limit_and_limit_per_category_together_are_refused_in_one_line(model_dir, data_dir, tmp_path, capsys):
+    argv = ["--model", model_dir, "--local-data", data_dir, "--out-dir", tmp_path / "x", "--limit", 8]
+    assert run(*argv, "--limit-per-category", 2) == 2
+    assert capsys.readouterr().err == (
+        "base-bench: error: give --limit (the first N items, in category order) or --limit-per-category (the first "
+        "N of each category), not both\n"
+    )
+    assert not (tmp_path / "x").exists()
+
+
+def test_evaluate_takes_limit_per_category_and_checks_it():
+    from base_bench.errors import UsageError
+    from base_bench.evaluation import Selection, check_arguments
+
+    items = [type("I", (), {"category": c, "id": f"{c}{k}"})() for k, c in enumerate("aabacbbc")]
+    assert [i.id for i in Selection(per_category=2).of(items)] == ["a0", "a1", "b2", "c4", "b5", "c7"]
+    assert [i.id for i in Selection(limit=3).of(items)] == ["a0", "a1", "b2"]
+    assert len(Selection().of(items)) == 8
+    with pytest.raises(UsageError, match="give limit .* or limit_per_category .*, not both"):
+        check_arguments(4, None, None, 2)
+    with pytest.raises(UsageError, match="limit_per_category must be a whole number of 1 or more"):
+        check_arguments(None, None, None, 0)
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
         (["--batch-size", "0"], "--batch-size must be 1 or more"),
+        (["--limit-per-category", "0"], "--limit-per-category must be 1 or more"),
         (["--limit", "-3"], "--limit must be 1 or more"),
         (["--limit", "two"], "--limit takes a whole number"),
         (["--threads", "0"], "--threads must be 1 or more"),
@@ -364,6 +437,43 @@ def test_key_values_refuses_a_key_given_twice_without_showing_the_values():
     assert str(ei.value) == "--model-arg quantization_config=... is given twice; give it once"
 
 
+@pytest.mark.parametrize(
+    "text, keys",
+    [
+        ("attn_implementation=sdpa,max_length=2048", ("max_length",)),
+        ("a=1, b=2,c_3 =x", ("b", "c_3")),
+    ],
+)
+def test_key_value_arg_marks_lm_evals_comma_list(text, keys):
+    from base_bench.commands.cliargs import CommaList, key_value_arg
+
+    assert key_value_arg("--model-arg")(text)[1] == CommaList(keys)
+
+
+@pytest.mark.parametrize("text", ['x="a,b=c"', 'rope_scaling={"type": "linear", "factor": 2.0}', "x=a,b", "x=a=b,c"])
+def test_commas_that_are_the_values_own_are_kept(text):
+    from base_bench.commands.cliargs import CommaList, key_value_arg
+
+    assert not isinstance(key_value_arg("--model-arg")(text)[1], CommaList)
+
+
+@pytest.mark.parametrize("flag", ["--model-arg", "--vllm-arg"])
+def test_a_comma_list_is_refused_in_one_line_naming_the_repeatable_form(model_dir, data_dir, tmp_path, capsys, flag):
+    arg = f"attn_implementation=sdpa,max_length=2048,token={SECRET}"
+    argv = ["--model", model_dir, "--local-data", data_dir, "--out-dir", tmp_path / "x", flag, arg]
+    if flag == "--vllm-arg":
+        argv += ["--backend", "vllm"]
+    assert run(*argv) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"base-bench: error: {flag} attn_implementation=...,max_length=...,token=... is a comma list, as lm-eval's "
+        f"--model_args takes; {flag} takes one KEY=VALUE, so repeat it: {flag} attn_implementation=VALUE "
+        f"{flag} max_length=VALUE {flag} token=VALUE (a VALUE whose commas are its own goes in JSON quotes: "
+        f"""{flag} 'attn_implementation="..."')\n"""
+    )
+    assert "sdpa" not in err and "2048" not in err and not (tmp_path / "x").exists()
+
+
 SECRET = "hf_MODELARGsecret0000000000000000000"
 
 
@@ -380,6 +490,7 @@ SECRET = "hf_MODELARGsecret0000000000000000000"
         ("gguf_file=x.gguf", "--gguf-file"),
         (f"token={SECRET}", "HF_TOKEN or `hf auth login`"),
         ("local_files_only=true", "HF_HUB_OFFLINE=1"),
+        ("pretrained=org/name", "--model"),  # lm-eval's --model_args pretrained=...
     ],
 )
 def test_a_model_arg_base_bench_sets_itself_is_refused_naming_the_flag(

@@ -94,6 +94,11 @@ def test_cli_run_reports_llama_cpp(tmp_path):
     cfg = json.loads((out / "report.json").read_text())["config"]
     assert (cfg["backend"], cfg["dtype"], cfg["model"]["model_type"]) == ("llama.cpp", "Q4_1", "llama")
     assert cfg["bos_note"] is None  # SmolLM2's GGUF says tokenizer.ggml.add_bos_token = false
+    assert cfg["chat_note"].startswith(  # its GGUF carries tokenizer.chat_template, and it is -Instruct
+        'note: this model carries a chat template in its tokenizer and has "instruct" in its name, as chat- and '
+        "instruction-tuned models do"
+    )
+    assert p.stderr.count("as chat- and instruction-tuned models do") == 1
 
 
 def test_readme_llama_cpp_example_runs(tmp_path, monkeypatch, capsys):

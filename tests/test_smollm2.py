@@ -155,6 +155,13 @@ def test_api_equals_cli(smol, whole):
     assert abs(api_rep["results"]["overall"]["elo"] - cli_rep["results"]["overall"]["elo"]) < 0.01
     assert [i["prediction"] for i in api_rep["items"]] == [i["prediction"] for i in cli_rep["items"]]
     assert api_rep["data"] == cli_rep["data"]
+    # an -Instruct model whose GGUF carries a chat template: the chat note, never a refusal
+    for rep in (cli_rep, api_rep):
+        assert rep["config"]["chat_note"].startswith("note: this model carries a chat template in its tokenizer")
+    assert cli_rep["config"]["chat_note"].startswith(
+        'note: this model carries a chat template in its tokenizer and has "instruct" in its name, as chat- and '
+        "instruction-tuned models do; the card is for base models"
+    )
 
 
 def test_sigkill_then_resume_equals_uninterrupted(tmp_path, whole):

@@ -196,6 +196,15 @@ def test_batch_settings_are_checked_when_the_callback_is_made():
     with pytest.raises(UsageError, match="batch_tokens must be"):
         BaseBenchCallback(None, batch_tokens=0)
     assert BaseBenchCallback(None, batch_tokens=4096).options["batch_tokens"] == 4096
+    with pytest.raises(UsageError, match="give limit .* or limit_per_category .*, not both"):
+        BaseBenchCallback(None, limit=8, limit_per_category=2)
+
+
+def test_callback_scores_the_first_items_of_each_category(tmp_path):
+    tok = tiny_tokenizer()
+    train_with_callback(tmp_path, tiny_model("llama", tok), tok, steps=1, data="bundled", limit_per_category=1)
+    rep = json.loads((tmp_path / "bench" / "step-1" / "report.json").read_text())
+    assert rep["config"]["limit_per_category"] == 1 and len(rep["items"]) == len(rep["results"]["categories"]) == 7
 
 
 def test_callback_takes_the_data_words(tmp_path):

@@ -94,6 +94,9 @@ def test_run_identity_keeps_the_vllm_args_that_change_scores():
     # anything else may (a window that cuts contexts, a quantization): it is part of the signature
     got = run_identity(model, tok, {**speed, "quantization": "fp8", "max_model_len": 1024})
     assert got["vllm_args"] == {"max_model_len": 1024, "quantization": "fp8"}
+    # --max-spread names the run only when it is given, so runs without it keep their signature
+    assert run_identity(model, tok, {}, None) == base
+    assert run_identity(model, tok, {}, 0.01) == {**base, "max_spread": 0.01}
 
 
 def test_gguf_is_refused():

@@ -32,10 +32,16 @@ def _tokenizer_metadata():
 
 
 def write_tiny_gguf(
-    path, seed: int = 0, quantized: bool = True, add_bos: bool = False, file_type: int | None = None
+    path,
+    seed: int = 0,
+    quantized: bool = True,
+    add_bos: bool = False,
+    file_type: int | None = None,
+    chat_template: str | None = None,
 ) -> Path:
     """Write a 2-layer llama GGUF (embedding and projections Q8_0 when `quantized`, norms F32), with
-    tokenizer.ggml.add_bos_token = `add_bos`, and general.file_type = `file_type` when given."""
+    tokenizer.ggml.add_bos_token = `add_bos`, general.file_type = `file_type` and
+    tokenizer.chat_template = `chat_template` when given."""
     path = Path(path)
     tokens, merges, types = _tokenizer_metadata()
     rng = np.random.default_rng(seed)
@@ -61,6 +67,8 @@ def write_tiny_gguf(
     w.add_add_bos_token(add_bos)
     if file_type is not None:
         w.add_file_type(file_type)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
 
     def tensor(name, shape, scale=0.5):
         # numpy shape (out, in); the writer stores it reversed, as GGUF does.

@@ -44,6 +44,9 @@ class Backend:
     vocab_size   rows of the embedding: every token id must be below it.
     expects_bos  the tokenizer (or the GGUF) is set to put BOS first; the card's rule does not,
                  so `evaluate` then prints a note.
+    chat_template  the model file carries a chat template of its own (a GGUF's
+                 tokenizer.chat_template), besides any its tokenizer carries; `evaluate` then notes
+                 that the model looks chat-tuned.
     sharded      the weights are split across ranks (FSDP), so the fingerprint covers all ranks.
     threads      CPU threads the backend computes with, for the report.
     model_name   the Hub id or path the weights say they were loaded from (None if unknown); an
@@ -57,6 +60,7 @@ class Backend:
     window: int | None = None
     vocab_size = 0
     expects_bos = False
+    chat_template = False
     sharded = False
     threads: int | None = None
     model_name: str | None = None

@@ -16,6 +16,7 @@ this way holds about 0.1 GB.
 `GGUFTokenizer` keeps the part of a transformers tokenizer that `evaluate()` uses: called on a text
 (or a list of texts) with `add_special_tokens`, it returns {"input_ids": ..., "attention_mask": ...};
 `bos_token_id`, `eos_token_id`, `pad_token_id`, `unk_token_id` (None when the tokenizer has none);
+`chat_template` (the GGUF's, where transformers saved one; None otherwise);
 `backend_tokenizer`, whose serialization names the tokenizer in a run's fingerprint, as it does for
 the transformers tokenizer read from the same files (so runs started with one resume with the other).
 
@@ -63,9 +64,12 @@ except Exception as exc:
 class GGUFTokenizer:
     """A converted tokenizer (tokenizer.json and tokenizer_config.json) read with `tokenizers`."""
 
-    def __init__(self, backend, special_tokens: dict[str, str | None], name_or_path: str = ""):
+    def __init__(
+        self, backend, special_tokens: dict[str, str | None], name_or_path: str = "", chat_template: str | None = None
+    ):
         self._tokenizer = backend
         self.name_or_path = name_or_path
+        self.chat_template = chat_template  # the GGUF's tokenizer.chat_template, as transformers saved it
         for k in SPECIAL:
             token = special_tokens.get(k)
             setattr(self, f"{k}_token", token)
@@ -79,13 +83,18 @@ class GGUFTokenizer:
         folder = Path(folder)
         backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
         special: dict[str, str | None] = {}
+        template = None
         for name in ("tokenizer_config.json", "special_tokens_map.json"):  # the second wins, as in transformers
             path = folder / name
             if path.is_file():
                 cfg = json.loads(path.read_text(encoding="utf-8"))
                 special.update({k: _content(cfg[f"{k}_token"]) for k in SPECIAL if f"{k}_token" in cfg})
+                template = cfg.get("chat_template") if isinstance(cfg.get("chat_template"), str) else template
+        jinja = folder / "chat_template.jinja"  # where newer transformers save it
+        if jinja.is_file():
+            template = jinja.read_text(encoding="utf-8")
         _trim_heap()
-        return cls(backend, special, str(folder))
+        return cls(backend, special, str(folder), template or None)
 
     @property
     def backend_tokenizer(self):

@@ -176,6 +176,7 @@ class LlamaCppBackend(Backend):
         self.vocab_size = int(L.llama_vocab_n_tokens(self.vocab))
         self.window = int(L.llama_model_n_ctx_train(model_ptr)) or None
         self.expects_bos = bool(L.llama_vocab_get_add_bos(self.vocab))
+        self.chat_template = bool(header.metadata.get("tokenizer.chat_template"))
         self.dtype = header.file_type or "unknown"  # as the file states it (the CLI checks --resume before loading)
         self.llama_file_type = file_type_name(L.llama_model_ftype(model_ptr))  # llama.cpp's, guessed if unstated
         self.remember_digest = True  # False (--no-cache): the fingerprint is not kept in the cache folder

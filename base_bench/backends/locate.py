@@ -56,6 +56,7 @@ RESERVED = {
     "cache_dir": "HF_HUB_CACHE",
     "local_files_only": "HF_HUB_OFFLINE=1",
     "pretrained_model_name_or_path": "--model",
+    "pretrained": "--model",  # lm-eval's --model_args pretrained=ORG/NAME
 }
 
 

@@ -60,11 +60,19 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from .. import untrusted
-from ..errors import ModelError, ServerError, UsageError
+from ..errors import BaseBenchError, ModelError, ServerError, UsageError
 from ..redact import redact, register, stored
 from .base import Backend
 from .identity import package_version, tokenizer_fingerprint
-from .prompt_logprobs import KNOWN, MAX_LOGPROB, EngineCheckError, PromptScorer, check_engine
+from .prompt_logprobs import (
+    KNOWN,
+    MAX_LOGPROB,
+    SPREAD_MAX,
+    EngineCheckError,
+    PromptScorer,
+    check_engine,
+    check_spread_max,
+)
 
 log = logging.getLogger("base_bench")
 
@@ -76,6 +84,11 @@ MAX_RESPONSE_BYTES = 256 << 20  # an answer larger than this is refused, not rea
 ANSWER_BASE_BYTES = 4 << 20  # an answer's decoded size: at most this ...
 ANSWER_BYTES_PER_TOKEN = 2048  # ... plus this per prompt token sent (vLLM's echo takes about 100)
 MAX_MODEL_LEN = 1 << 24  # a max_model_len above this is not believed
+# The defaults of ServerBackend and of the command line's --concurrency, --request-timeout and
+# --max-retries: one set, declared here and nowhere else.
+DEFAULT_CONCURRENCY = 8  # requests in flight at once
+DEFAULT_REQUEST_TIMEOUT = 300.0  # seconds one request may take, all of it
+DEFAULT_MAX_RETRIES = 5  # tries after the first for a connection error, a timeout, HTTP 429 or 5xx
 
 
 @dataclass(frozen=True)
@@ -137,13 +150,19 @@ class ServerBackend(Backend):
         tokenizer=None,
         *,
         api_key_env: str | None = None,
-        concurrency: int = 4,
-        request_timeout: float = 120.0,
-        max_retries: int = 5,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         backoff: tuple[float, float] = (BACKOFF_BASE, BACKOFF_CAP),
+        max_spread: float | None = None,
+        revision: str | None = None,
     ):
         """`tokenizer`: a transformers tokenizer, or where to load one (a folder, a Hub id, a .gguf
-        file); None takes the model root the server reports. Nothing is sent until `open`."""
+        file); None takes the model root the server reports. `revision`: the branch, tag or commit
+        of that tokenizer on the Hub (--revision), for a Hub id only; its commit names the run.
+        `max_spread`: the server check's limit on the invariance spread, nats per token (None:
+        SPREAD_MAX; a larger one makes the run non-official, and is part of the run's identity).
+        Nothing is sent until `open`."""
         p = urlsplit(base_url or "")
         if p.scheme not in ("http", "https") or not p.hostname:
             raise UsageError(f"--base-url {public_url(base_url or '')!r} is not an http:// or https:// URL")
@@ -160,10 +179,15 @@ class ServerBackend(Backend):
         self.request_timeout = float(request_timeout)
         self.max_retries = max_retries
         self.backoff = backoff
+        self.max_spread = check_spread_max(max_spread)
         self._key = _read_key(api_key_env)
         self.api_key_env = api_key_env
         self._tokenizer_spec = tokenizer if isinstance(tokenizer, (str, Path)) or tokenizer is None else None
         self.tokenizer = None if self._tokenizer_spec is not None or tokenizer is None else tokenizer
+        if revision is not None and self.tokenizer is not None:
+            raise UsageError("--revision pins a tokenizer loaded from the Hub, not one handed in")
+        self.revision = revision
+        self.tokenizer_commit: str | None = None  # the commit --revision resolved to
         self.root: str | None = None
         self.server_version: str | None = None
         self.system_fingerprint: str | None = None
@@ -216,7 +240,9 @@ class ServerBackend(Backend):
         self.server_version = self._run(self._version())
         if self.tokenizer is None:
             root = None if (self.root or "").startswith("(withheld") else self.root
-            self.tokenizer, self.tokenizer_source = _load_tokenizer(self._tokenizer_spec, root, self.where)
+            self.tokenizer, self.tokenizer_source, self.tokenizer_commit = _load_tokenizer(
+                self._tokenizer_spec, root, self.where, self.revision
+            )
         else:
             self.tokenizer_source = "given"
         self.vocab_size = len(self.tokenizer)
@@ -235,7 +261,13 @@ class ServerBackend(Backend):
         probe = self._probe()
         avoid = sorted(set(self.tokenizer.all_special_ids) | set(getattr(self.tokenizer, "added_tokens_decoder", {})))
         try:
-            record = check_engine(self.logprobs, self.vocab_size, avoid=avoid, label=self.where)
+            record = check_engine(
+                self.logprobs,
+                self.vocab_size,
+                avoid=avoid,
+                label=self.where,
+                spread_max=SPREAD_MAX if self.max_spread is None else self.max_spread,
+            )
         except _TokenMismatch as m:
             raise ModelError(f"{self.where}: {m.line(self.where)}") from None
         except _BadAnswer as b:
@@ -313,14 +345,19 @@ class ServerBackend(Backend):
     # ------------------------------------------------------------------ what evaluate() asks
 
     def identity(self) -> dict:
-        """What --resume checks: the server's model name, root and version, and the tokenizer."""
-        return {
+        """What --resume checks: the server's model name, root and version, and the tokenizer (with
+        the commit --revision pinned it to, where given); the server check's spread limit where one
+        other than SPREAD_MAX was given. The last two only when given, so older runs still resume."""
+        out = {
             "kind": "server",
             "served_model": self.served_model,
             "root": self.root,
             "server_version": self.server_version,
             "tokenizer": tokenizer_fingerprint(self.tokenizer),
         }
+        if self.tokenizer_commit is not None:
+            out["tokenizer_revision"] = self.tokenizer_commit
+        return {**out, "max_spread": self.max_spread} if self.max_spread is not None else out
 
     def info(self) -> dict:
         """config.model for the report (the CLI's model_info)."""
@@ -344,6 +381,9 @@ class ServerBackend(Backend):
                 "server_version": self.server_version,
                 "protocol": self.protocol,
                 "tokenizer": self.tokenizer_source if self.tokenizer is not None else None,
+                "tokenizer_revision": (
+                    {"requested": self.revision, "commit": self.tokenizer_commit} if self.revision is not None else None
+                ),
                 "tokenize_checked": self.tokenize_offered,
                 "concurrency": self.concurrency,
                 "request_timeout_s": self.request_timeout,
@@ -699,9 +739,24 @@ def _read_key(env: str | None) -> str | None:
     return key.strip()
 
 
-def _load_tokenizer(spec, root: str | None, where: str):
-    """(tokenizer, where it came from): `spec` (a folder, a .gguf file or a Hub id), else the model
-    root the server reports, where that is a folder here or a Hub id."""
+TOKENIZER_FILES = [  # what --revision fetches of a Hub repo: the tokenizer, never the weights
+    "tokenizer*",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab*",
+    "merges.txt",
+    "*.model",
+    "*.tiktoken",
+    "chat_template*",
+    "config.json",
+]
+
+
+def _load_tokenizer(spec, root: str | None, where: str, revision: str | None = None):
+    """(tokenizer, where it came from, commit): `spec` (a folder, a .gguf file or a Hub id), else the
+    model root the server reports, where that is a folder here or a Hub id. With `revision` (a Hub
+    id's branch, tag or commit) only the tokenizer's files of that revision are fetched, and the
+    commit it resolved to is returned (else None); a local tokenizer with a revision is refused."""
     if spec is None:
         if not root:
             raise UsageError(f"{where} does not say where its model comes from; pass --tokenizer DIR|HUB_ID|FILE.gguf")
@@ -714,21 +769,33 @@ def _load_tokenizer(spec, root: str | None, where: str):
         spec = root
     spec = str(spec)
     p = Path(spec).expanduser()
+    if revision is not None and (spec.lower().endswith(".gguf") or p.exists()):
+        raise UsageError(
+            f"--revision {revision} pins a tokenizer on the Hub, and the tokenizer {spec[:200]!r} is a local "
+            f"{'folder' if p.is_dir() else 'file'}, which has no revisions; drop --revision"
+        )
+    if revision is not None and not _looks_like_hub_id(spec):
+        raise UsageError(f"--revision {revision}: the tokenizer {spec[:200]!r} is not a Hub id")
     try:
         if spec.lower().endswith(".gguf"):
             from .llama_cpp import load_tokenizer
 
             if not p.is_file():
                 raise UsageError(f"--tokenizer {spec}: no such GGUF file")
-            return load_tokenizer(p)[0], spec
+            return load_tokenizer(p)[0], spec, None
         if not p.exists() and not _looks_like_hub_id(spec):
             raise UsageError(f"--tokenizer {spec}: no such folder or file, and not a Hub id")
         from transformers import AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
-        return AutoTokenizer.from_pretrained(str(p) if p.exists() else spec), spec
-    except (UsageError, ModelError):
+        if revision is not None:
+            from ..items.hub import download_model
+
+            local, commit = download_model(spec, revision=revision, what="tokenizer", only=TOKENIZER_FILES)
+            return AutoTokenizer.from_pretrained(local), spec, commit
+        return AutoTokenizer.from_pretrained(str(p) if p.exists() else spec), spec, None
+    except BaseBenchError:  # a usage, model or Hub error: already one line
         raise
     except Exception as exc:  # noqa: BLE001 - one line for the user
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]

@@ -51,6 +51,7 @@ INSTALL_HINT = (
 # --vllm-arg keys that base-bench sets itself: the flag to use instead, or why it is fixed
 RESERVED = {
     "model": "--model",
+    "pretrained": "--model",  # lm-eval's --model_args pretrained=ORG/NAME
     "tokenizer": "--model (base-bench tokenizes with the model's own tokenizer)",
     "dtype": "--dtype",
     "tensor_parallel_size": "--tensor-parallel-size",
@@ -153,13 +154,16 @@ def engine_arg_names(vllm) -> set[str]:
     return names | {f.name for f in dataclasses.fields(vllm.EngineArgs)}
 
 
-def run_identity(located_identity: dict, tokenizer, vllm_args: dict) -> dict:
+def run_identity(located_identity: dict, tokenizer, vllm_args: dict, max_spread: float | None = None) -> dict:
     """What names a vLLM run for --resume: the model's identity (locate_model), the tokenizer's
-    fingerprint, and the --vllm-arg values that can change a score."""
+    fingerprint, the --vllm-arg values that can change a score, and the engine check's spread limit
+    where --max-spread gave one (each only when there is one, so older runs still resume)."""
     kept = {k: vllm_args[k] for k in sorted(vllm_args) if k not in SPEED_ONLY}
     out = {**located_identity, "tokenizer": tokenizer_fingerprint(tokenizer)}
     if kept:
         out["vllm_args"] = kept
+    if max_spread is not None:
+        out["max_spread"] = max_spread
     return out
 
 
@@ -240,9 +244,18 @@ class VllmBackend(Backend):
 
     name = "vllm"
 
-    def __init__(self, llm, tokenizer, path, spec: str | None = None, vllm_args: dict | None = None):
+    def __init__(
+        self,
+        llm,
+        tokenizer,
+        path,
+        spec: str | None = None,
+        vllm_args: dict | None = None,
+        max_spread: float | None = None,
+    ):
         import torch
 
+        from .prompt_logprobs import check_spread_max
         from .transformers import tokenizer_adds_bos
 
         config = llm.llm_engine.vllm_config
@@ -264,6 +277,7 @@ class VllmBackend(Backend):
         }
         self.prefix_caching = bool(config.cache_config.enable_prefix_caching)
         self.vllm_args = dict(vllm_args or {})
+        self.max_spread = check_spread_max(max_spread)  # the engine check's limit; None: SPREAD_MAX
         self._model_type = getattr(model.hf_config, "model_type", None)
 
     @classmethod
@@ -278,9 +292,14 @@ class VllmBackend(Backend):
         pipeline_parallel_size: int = 1,
         vllm_args: dict | None = None,
         trust_remote_code: bool = False,
+        max_spread: float | None = None,
     ) -> VllmBackend:
         """Start `vllm.LLM` on the local folder `where` (prefix caching off, base-bench's seed, the
-        checked `vllm_args` passed on); ModelError (one line) if vLLM cannot start it."""
+        checked `vllm_args` passed on); ModelError (one line) if vLLM cannot start it. `max_spread`:
+        the engine check's limit on the invariance spread (None: SPREAD_MAX; see prompt_logprobs)."""
+        from .prompt_logprobs import check_spread_max
+
+        max_spread = check_spread_max(max_spread)  # before minutes of engine start
         vllm = import_vllm()
         args = check_vllm_args(dict(vllm_args or {}), engine_arg_names(vllm))
         kwargs = {
@@ -298,7 +317,7 @@ class VllmBackend(Backend):
             llm = vllm.LLM(**kwargs)
         except Exception as exc:  # noqa: BLE001 - one line for the user; vLLM has logged the details
             raise ModelError(f"vLLM {vllm_version()} could not start on {spec or where}: {_first_line(exc)}") from None
-        return cls(llm, tokenizer, where, spec=spec, vllm_args=args)
+        return cls(llm, tokenizer, where, spec=spec, vllm_args=args, max_spread=max_spread)
 
     def close(self) -> None:
         """Stop the engine (and its worker processes); the backend cannot score afterwards."""
@@ -354,7 +373,7 @@ class VllmBackend(Backend):
     def pick_scorer(self, longest_first, pad_id, ranks):
         """The engine check (prompt_logprobs.check_engine) on synthetic prompts, then the shared
         PromptScorer over this engine. One process: vLLM does its own parallelism."""
-        from .prompt_logprobs import PromptScorer, check_engine
+        from .prompt_logprobs import SPREAD_MAX, PromptScorer, check_engine
 
         if ranks.world > 1:
             raise UsageError(
@@ -362,5 +381,6 @@ class VllmBackend(Backend):
                 "--tensor-parallel-size and --pipeline-parallel-size, not torchrun"
             )
         avoid = list(getattr(self.tokenizer, "all_special_ids", []) or [])
-        record = check_engine(self.engine, self.vocab_size, avoid=avoid, label="vLLM")
+        limit = SPREAD_MAX if self.max_spread is None else self.max_spread
+        record = check_engine(self.engine, self.vocab_size, avoid=avoid, label="vLLM", spread_max=limit)
         return PromptScorer(self.engine, label="vLLM"), record

@@ -22,6 +22,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..backends.server import DEFAULT_CONCURRENCY, DEFAULT_MAX_RETRIES, DEFAULT_REQUEST_TIMEOUT
 from ..engine.distributed import rank_from_env
 from ..errors import BaseBenchError, StorageError
 from ..items import card
@@ -44,7 +45,6 @@ from .cliargs import (
 
 SUBCOMMANDS = ("compare", "leaderboard", "explore", "trajectory", "contamination")
 SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
-SERVER_CONCURRENCY, SERVER_TIMEOUT, SERVER_RETRIES = 8, 300.0, 5
 VLLM_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--vllm-arg")
 # flags that say where and how torch places the model: --device first (llama.cpp takes that one)
 PLACEMENT_FLAGS = (
@@ -108,20 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--concurrency",
         type=positive_int("--concurrency"),
         metavar="N",
-        help=f"with --backend server: requests in flight at once (default {SERVER_CONCURRENCY}); scores do not depend on it",
+        help=f"with --backend server: requests in flight at once (default {DEFAULT_CONCURRENCY}); scores do not "
+        "depend on it",
     )
     p.add_argument(
         "--request-timeout",
         type=positive_float("--request-timeout"),
         metavar="S",
-        help=f"with --backend server: seconds one request may take before it is tried again (default {SERVER_TIMEOUT:g})",
+        help="with --backend server: seconds one request may take before it is tried again (default "
+        f"{DEFAULT_REQUEST_TIMEOUT:g})",
     )
     p.add_argument(
         "--max-retries",
         type=positive_int("--max-retries", low=0),
         metavar="N",
         help="with --backend server: how many times a request that failed (no connection, a timeout, HTTP 429 "
-        f"or 5xx) is tried again, waiting twice as long each time (default {SERVER_RETRIES})",
+        f"or 5xx) is tried again, waiting twice as long each time (default {DEFAULT_MAX_RETRIES})",
     )
     p.add_argument(
         "--device",
@@ -175,7 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit",
         type=positive_int("--limit"),
         metavar="N",
-        help="score only the first N items, for smoke tests (the run is then non-official)",
+        help="score only the first N items in file order, which is category order (--limit 50 is all "
+        "language_completion), for smoke tests (the run is then non-official)",
+    )
+    p.add_argument(
+        "--limit-per-category",
+        type=positive_int("--limit-per-category"),
+        metavar="N",
+        help="instead of --limit: score only the first N items of each category (in file order), a smoke "
+        "test that touches every category (non-official)",
     )
     p.add_argument(
         "--add-bos",
@@ -185,7 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--revision",
         metavar="REV",
-        help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded",
+        help="model branch, tag or commit on the Hub (default: main); the resolved commit is recorded. With "
+        "--backend server: the revision of the tokenizer (--tokenizer, or the root the server reports) when it "
+        "is a Hub id",
     )
     p.add_argument(
         "--gguf-file",
@@ -258,6 +270,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --backend vllm: split the layers into N stages (vLLM's pipeline parallelism; default 1)",
     )
+    p.add_argument(
+        "--max-spread",
+        type=positive_float("--max-spread"),
+        metavar="X",
+        help="with --backend server or vllm: accept an engine whose log-probs vary by up to X nats per token "
+        "with batching and cached prefixes, where the start-up check allows 1e-3; the limit is recorded "
+        "and a run above 1e-3 is non-official (bfloat16 on a GPU: score in float32 instead where you can)",
+    )
     add_key_value_flag(
         p,
         "--vllm-arg",
@@ -291,8 +311,19 @@ def resolve_out_dir(args) -> Path:
 def run(args) -> int:
     """Check the flags, name the data (the first line a run says), load the model, score, report."""
     from ..backends.locate import check_request
+    from ..errors import UsageError
 
     _check_peft(args)
+    if args.limit is not None and args.limit_per_category is not None:
+        raise UsageError(
+            "give --limit (the first N items, in category order) or --limit-per-category (the first N of each "
+            "category), not both"
+        )
+    if args.max_spread is not None and args.backend not in ("server", "vllm"):
+        raise UsageError(
+            f"--max-spread is the start-up check's limit for --backend server and --backend vllm; --backend "
+            f"{args.backend} has no such check"
+        )
     model_args = key_values(args.model_arg, "--model-arg")
     _check_server_flags(args, model_args)
     _check_vllm_flags(args)
@@ -378,6 +409,7 @@ def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: boo
         tokenizer,
         source,
         limit=args.limit,
+        limit_per_category=args.limit_per_category,
         batch_size=args.batch_size,
         batch_tokens=args.batch_tokens,
         add_bos=args.add_bos,
@@ -487,7 +519,8 @@ def _check_server_flags(args, model_args: dict) -> None:
         return
     if not args.base_url:
         raise UsageError("--backend server needs --base-url, the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
-    _refuse_flags(args, (*PLACEMENT_FLAGS, "--threads", "--gguf-file"), ": the server runs the model as it was started")
+    placement = tuple(f for f in PLACEMENT_FLAGS if f != "--revision")  # --revision pins the tokenizer here
+    _refuse_flags(args, (*placement, "--threads", "--gguf-file"), ": the server runs the model as it was started")
     if model_args:
         raise UsageError(
             "--model-arg does not apply to --backend server: the server loaded the model as it was started"
@@ -506,6 +539,18 @@ def _refuse_flags(args, flags: tuple[str, ...], why: str) -> None:
         )
 
 
+def server_options(args) -> dict:
+    """ServerBackend's keyword arguments for the server flags given; a flag not given is left out, so
+    that ServerBackend's own default applies (the one default the help text states too)."""
+    given = {
+        "api_key_env": args.api_key_env,
+        "concurrency": args.concurrency,
+        "request_timeout": args.request_timeout,
+        "max_retries": args.max_retries,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def run_server(args) -> int:
     """--backend server: a model behind an OpenAI-compatible server, scored by the same evaluate().
     Everything that can refuse the run (the server, its model, the tokenizer, --resume, the server
@@ -514,7 +559,7 @@ def run_server(args) -> int:
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
     from ..errors import UsageError
-    from ..evaluation import run_signature
+    from ..evaluation import Selection, run_signature
 
     if world_from_env() > 1:
         raise UsageError("--backend server runs in one process; give the server more work with --concurrency")
@@ -524,10 +569,9 @@ def run_server(args) -> int:
         args.base_url,
         args.model,
         args.tokenizer,
-        api_key_env=args.api_key_env,
-        concurrency=args.concurrency or SERVER_CONCURRENCY,
-        request_timeout=args.request_timeout or SERVER_TIMEOUT,
-        max_retries=SERVER_RETRIES if args.max_retries is None else args.max_retries,
+        **server_options(args),
+        max_spread=args.max_spread,
+        revision=args.revision,
     )
     try:
         source = _open_data(args)
@@ -536,7 +580,7 @@ def run_server(args) -> int:
             backend.identity(), source.dataset.sha256, args.add_bos, backend.dtype, backend.device, backend.name
         )
         RunStore(out_dir).check(signature, args.resume)
-        items = source.dataset.items[: args.limit] if args.limit else source.dataset.items
+        items = Selection(args.limit, args.limit_per_category).of(source.dataset.items)
         tokenize = backend.check_tokenizer(items)
         backend.check()
         info = {**backend.info(), "tokenizer_check": tokenize, "load_s": round(time.perf_counter() - t0, 3)}
@@ -558,6 +602,7 @@ def run_vllm(args, model_args: dict) -> int:
     import torch
 
     from ..backends import vllm as vb
+    from ..backends.prompt_logprobs import check_spread_max
     from ..backends.transformers import classify, dtype_name, locate_model, resolve_dtype
     from ..engine.distributed import world_from_env
     from ..engine.runstore import RunStore
@@ -599,7 +644,8 @@ def run_vllm(args, model_args: dict) -> int:
     )
     dtype = dtype_name(resolve_dtype(args.dtype, torch.device(device)))
     tokenizer = vb.load_tokenizer(located.where, args.trust_remote_code)
-    identity = vb.run_identity(located.identity(), tokenizer, vllm_args)
+    max_spread = check_spread_max(args.max_spread)
+    identity = vb.run_identity(located.identity(), tokenizer, vllm_args, max_spread)
     RunStore(out_dir).check(
         run_signature(identity, source.dataset.sha256, args.add_bos, dtype, device, "vllm"), args.resume
     )
@@ -613,6 +659,7 @@ def run_vllm(args, model_args: dict) -> int:
         pipeline_parallel_size=args.pipeline_parallel_size or 1,
         vllm_args=vllm_args,
         trust_remote_code=args.trust_remote_code,
+        max_spread=max_spread,
     )
     try:
         if backend.dtype != dtype:

@@ -7,7 +7,8 @@
                                      # else EXIT_USAGE
     print(printable(text))           # text from files others made: no terminal escape reaches the screen
     add_key_value_flag(p, "--model-arg", "passed to from_pretrained")   # repeatable KEY=VALUE
-    key_values(args.model_arg, "--model-arg")    # {"attn_implementation": "eager"}; a repeated KEY refused
+    key_values(args.model_arg, "--model-arg")    # {"attn_implementation": "eager"}; a repeated KEY, or
+                                                 # lm-eval's comma list (a=1,b=2), refused
     add_data_flags(p, default="hub")             # --data bundled|hub|PATH, and --local-data DIR
     spec = data_choice(args, default="hub")      # "bundled", "hub" or a Path, as open_data takes it
     p.add_argument("--max-line-bytes", type=byte_count("--max-line-bytes"))   # 67108864 or 64MiB
@@ -22,6 +23,7 @@ import argparse
 import json
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StorageError, UsageError
@@ -163,7 +165,9 @@ def key_value_arg(flag: str):
     `{"type": "linear", "factor": 2.0}` a dict, `'"2"'` (quoted for the shell) the string "2";
     `eager`, `04:00:00` and the empty text stay strings, as do NaN and Infinity (not JSON).
     A bad pair gets one line naming the flag, which shows the KEY but never the VALUE (it may be a
-    secret). Repeated keys are for `key_values` to refuse."""
+    secret). Repeated keys, and a text VALUE that holds ",KEY2=" (lm-eval's comma list,
+    `attn_implementation=sdpa,max_length=2048`, kept as a `CommaList`), are for `key_values` to
+    refuse; such commas inside a JSON string (`'KEY="a,b=c"'`) are the value's own."""
 
     def parse(text: str):
         key, sep, value = text.partition("=")
@@ -176,9 +180,22 @@ def key_value_arg(flag: str):
         try:
             return key, json.loads(value, parse_constant=_no_constant)
         except ValueError:
-            return key, value
+            listed = tuple(_LISTED.findall(value))
+            return key, (CommaList(listed) if listed else value)
 
     return parse
+
+
+_LISTED = re.compile(r",\s*([A-Za-z_][A-Za-z0-9_]*)\s*=")  # ",max_length=" inside a VALUE
+
+
+@dataclass(frozen=True)
+class CommaList:
+    """The VALUE of a `FLAG KEY=VALUE` that reads as lm-eval's comma list (`--model_args
+    a=1,b=2`): text, not JSON, holding ",KEY2=" (the KEY2s in `keys`). `key_values` refuses it in
+    one line naming the repeatable form; the value itself is not kept (it may hold a secret)."""
+
+    keys: tuple[str, ...]
 
 
 def add_key_value_flag(p: argparse.ArgumentParser, flag: str, help: str) -> None:
@@ -201,6 +218,13 @@ def key_values(pairs, flag: str) -> dict:
 
     out: dict = {}
     for key, value in pairs or []:
+        if isinstance(value, CommaList):
+            more = " ".join(f"{flag} {k}=VALUE" for k in value.keys)
+            raise UsageError(
+                f"{flag} {','.join(f'{k}=...' for k in (key, *value.keys))} is a comma list, as lm-eval's --model_args "
+                f"takes; {flag} takes one KEY=VALUE, so repeat it: {flag} {key}=VALUE {more} (a VALUE whose "
+                f"commas are its own goes in JSON quotes: {flag} '{key}=\"...\"')"
+            )
         if names_secret(key):
             register(value if isinstance(value, str) else json.dumps(value))
         if key in out:

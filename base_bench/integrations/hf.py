@@ -18,8 +18,9 @@ training flag restored afterwards, no gradients. It then
 
 The callback takes the trainer itself, as TRL's callbacks do, because a transformers callback is not
 otherwise given a way to log. Under several processes every rank calls `evaluate` (a sharded model
-needs every rank in each forward) and only the main process logs and writes. A `limit` makes each
-evaluation quicker and its reports non-official, as always.
+needs every rank in each forward) and only the main process logs and writes. A `limit` (or a
+`limit_per_category`, which touches every category) makes each evaluation quicker and its reports
+non-official, as always.
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ class BaseBenchCallback(TrainerCallback):
     out_dir        where `step-<N>/report.json` go; None logs only
     every_n_steps  also score every N optimizer steps (None: only when the Trainer evaluates)
     on_evaluate    score when the Trainer evaluates (default True)
-    limit, batch_size, batch_tokens, add_bos, progress   passed to `evaluate` (give batch_size or
-                   batch_tokens, not both; neither: 8 items per pass)
+    limit, limit_per_category, batch_size, batch_tokens, add_bos, progress   passed to `evaluate`
+                   (give limit or limit_per_category, not both; batch_size or batch_tokens, not
+                   both; neither: 8 items per pass)
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class BaseBenchCallback(TrainerCallback):
         every_n_steps: int | None = None,
         on_evaluate: bool = True,
         limit: int | None = None,
+        limit_per_category: int | None = None,
         batch_size: int | str | None = None,
         batch_tokens: int | None = None,
         add_bos: bool = False,
@@ -84,7 +87,8 @@ class BaseBenchCallback(TrainerCallback):
     ):
         if every_n_steps is not None and (not isinstance(every_n_steps, int) or every_n_steps < 1):
             raise ValueError(f"every_n_steps must be a whole number of 1 or more, or None; got {every_n_steps!r}")
-        check_arguments(limit, batch_size, batch_tokens)  # now, not at the first evaluation hours later
+        # now, not at the first evaluation hours later
+        check_arguments(limit, batch_size, batch_tokens, limit_per_category)
         self.trainer = trainer
         self.tokenizer = tokenizer
         self.data = data
@@ -93,6 +97,7 @@ class BaseBenchCallback(TrainerCallback):
         self.score_on_evaluate = on_evaluate
         self.options = {
             "limit": limit,
+            "limit_per_category": limit_per_category,
             "batch_size": batch_size,
             "batch_tokens": batch_tokens,
             "add_bos": add_bos,

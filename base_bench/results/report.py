@@ -239,8 +239,11 @@ def _adapter_lines(adapter: dict | None) -> list[str]:
 
 
 def _note_lines(cfg: dict) -> list[str]:
-    """The run's notes (BOS, adapter base model), as evaluate() printed them."""
-    notes = [str(n) for n in (cfg.get("bos_note"), cfg.get("adapter_note")) if n]
+    """The run's notes (BOS, chat model, adapter base model, the engine check's spread), as
+    evaluate() printed them."""
+    check = cfg.get("packing_check")
+    spread = check.get("note") if isinstance(check, dict) else None
+    notes = [str(n) for n in (cfg.get("bos_note"), cfg.get("chat_note"), cfg.get("adapter_note"), spread) if n]
     return [line for n in notes for line in ("", f"> {md_text(n[0].upper() + n[1:])}")]
 
 
