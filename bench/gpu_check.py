@@ -19,7 +19,7 @@ records and how long it takes:
     gpu/torchrun.py     evaluate() under torchrun with an nccl process group
     gpu/device_map.py   --device-map auto --max-memory cuda:0=1GiB against one device
     gpu/report.py       gpu_check.md from gpu_check.json
-    gpu/context.py      Ctx: each model, encoding and score built once and shared
+    gpu/context.py      Ctx: each model, encoding and score built once and shared; Check, one check
     gpu/models.py       the carried tokenizer and the two random-weight Llamas
     gpu/common.py, gpu/procs.py, gpu/machine.py    targets and comparisons, subprocesses, the machine
 
