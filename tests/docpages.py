@@ -38,7 +38,7 @@ class Block:
 
 def pages() -> list[Path]:
     docs = sorted((ROOT / "docs").rglob("*.md"))
-    return [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "data" / "README.md", *docs]
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "data" / "README.md", ROOT / "bench" / "README.md", *docs]
 
 
 def example_pages() -> list[Path]:

@@ -160,3 +160,109 @@ def test_every_bench_script_imports():
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert {"padding", "speed", "exactness", "gpu_check", "served"} <= set(names)
+
+
+# ---------------------------------------------------------------- what every script says, and bench/README.md
+
+
+def script_docs() -> dict[str, str]:
+    import ast
+
+    scripts = sorted(p for p in (ROOT / "bench").glob("*.py") if p.stem != "benchlib")
+    return {p.stem: ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "" for p in scripts}
+
+
+def results_headings() -> set[str]:
+    lines = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+    return {line.lstrip("#").strip() for line in lines if line.startswith("#")}
+
+
+def named_tables(doc: str) -> list[str] | None:
+    """The headings of bench/RESULTS.md a script's docstring says it writes (its paragraph opening
+    `bench/RESULTS.md: `, the headings in double quotes); [] for `none.`, None without the paragraph."""
+    import re
+
+    at = doc.find("\nbench/RESULTS.md: ")
+    if at < 0:
+        return None
+    para = doc[at + 1 :].split("\n\n")[0].replace("\n", " ")
+    return [] if para.startswith("bench/RESULTS.md: none.") else re.findall(r'"([^"]+)"', para)
+
+
+def test_every_script_says_what_it_measures_how_to_run_it_and_which_table_it_writes():
+    headings, docs = results_headings(), script_docs()
+    assert {"speed", "padding", "readme_runs", "gpu_check"} <= set(docs)
+    for name, doc in docs.items():
+        assert len(doc.splitlines()[0]) > 20, f"bench/{name}.py: no opening line saying what it measures"
+        assert f"python bench/{name}.py" in doc, f"bench/{name}.py: its docstring does not say how to run it"
+        tables = named_tables(doc)
+        assert tables is not None, f"bench/{name}.py: no `bench/RESULTS.md: ` paragraph naming its table"
+        assert set(tables) <= headings, f"bench/{name}.py names {set(tables) - headings}, not headings of RESULTS.md"
+        assert tables or "none." in doc, name
+
+
+def test_a_table_name_that_is_no_heading_is_caught():
+    doc = 'Measures x.\n\n    python bench/x.py\n\nbench/RESULTS.md: "GGUF load time" and\n"Memory".\n\nMore.'
+    assert named_tables(doc) == ["GGUF load time", "Memory"]
+    assert "Memory" in results_headings() and "GGUF load time" not in results_headings()
+    assert named_tables("Measures x.\n\nbench/RESULTS.md: none. docs/x.md holds it.") == []
+    assert named_tables("Measures x, writes nothing said.") is None
+
+
+def test_bench_readme_lists_every_script():
+    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    names = [p.name for p in (ROOT / "bench").glob("*.py")] + [p.name for p in (ROOT / "bench").glob("*.sh")]
+    assert "speed.py" in names and "gpu_prepare.sh" in names
+    missing = [n for n in names if f"`{n}`" not in text]
+    assert not missing, f"bench/README.md does not list {missing}"
+    assert "`gpu/`" in text
+
+
+# ---------------------------------------------------------------- bench/benchlib.py, what the scripts share
+
+
+def test_markdown_table_is_a_head_a_rule_and_a_line_a_row():
+    lib = bench("benchlib")
+    assert lib.markdown_table(["method", "seconds", "≠"], "lrr", [["loop", "1.0", 3], ["runner", 0.5, "n/a"]]) == [
+        "| method | seconds | ≠ |",
+        "|---|---:|---:|",
+        "| loop | 1.0 | 3 |",
+        "| runner | 0.5 | n/a |",
+    ]
+    assert lib.table_rule("rl") == "|---:|---|"
+    with pytest.raises(ValueError, match="2 columns but 3"):
+        lib.markdown_table(["a", "b"], "lrr", [])
+    with pytest.raises(ValueError, match="l and r"):
+        lib.table_rule("lc")
+
+
+def test_timed_call_returns_the_result_and_its_seconds():
+    lib = bench("benchlib")
+    (result, seconds) = lib.timed_call(sorted, [3, 1, 2], reverse=True)
+    assert result == [3, 2, 1] and isinstance(seconds, float) and seconds >= 0
+    calls = []
+    assert lib.timed(lambda: calls.append(1), repeat=3) >= 0 and len(calls) == 4  # one warm-up call, then 3
+
+
+def test_child_json_reads_the_last_line_and_stops_on_a_failed_child():
+    lib = bench("benchlib")
+    ok = [sys.executable, "-c", "print('loading'); print('{\"tokens_per_s\": 12.5}')"]
+    assert lib.child_json(ok, "pp") == {"tokens_per_s": 12.5}
+    bad = [sys.executable, "-c", "import sys; sys.exit('no such kernel setting')"]
+    with pytest.raises(SystemExit, match="pinned: no such kernel setting"):
+        lib.child_json(bad, "pinned")
+
+
+def test_the_machine_and_the_model_locations(monkeypatch):
+    import importlib.util
+    import socket
+
+    lib = bench("benchlib")
+    assert lib.cpu_name().strip() and (lib.memory_gib() is None or lib.memory_gib() > 0)
+    port = lib.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # free: nothing listens on it
+    found = lib.smollm2_gguf()
+    assert found is None or found.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert lib.smollm2_gguf() is None
