@@ -10,16 +10,7 @@ import sys
 
 import pytest
 
-from docpages import ROOT
-
-
-def bench(name: str):
-    sys.path.insert(0, str(ROOT / "bench"))  # readme_runs imports memory from its own folder
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from docpages import ROOT, bench_script
 
 
 def test_run_measured_gives_each_child_its_own_peak():
@@ -42,7 +33,7 @@ print(json.dumps([big.__dict__, small.__dict__, failed.returncode]))
 
 
 def test_the_results_table_is_rendered_from_the_measurements():
-    readme_runs = bench("readme_runs")
+    readme_runs = bench_script("readme_runs")
     run = {
         "label": "command 1",
         "model_load_s": 49.12,
@@ -86,7 +77,7 @@ def item(doc_id, prediction, sums, n_tokens, label):
 
 
 def test_the_rules_are_compared_item_by_item():
-    side = bench("lm_eval_side")
+    side = bench_script("lm_eval_side")
     conts = [" a", " bbbbbbbb", " cc", " ddd"]  # 2, 9, 3, 4 characters
     # summed: -2.0 -4.0 -3.0 -5.0 -> acc picks 0 (also the shortest); per character: -1.0 -0.44 -1.0 -1.25
     # -> acc_norm picks 1; per token with 1, 4, 1, 2 tokens: -2.0 -1.0 -3.0 -2.5 -> base-bench picks 1
@@ -129,12 +120,12 @@ def test_the_rules_are_compared_item_by_item():
 
 
 def test_ties_go_to_the_lowest_index_as_in_the_card():
-    side = bench("lm_eval_side")
+    side = bench_script("lm_eval_side")
     assert side.argmax([-1.0, -0.5, -0.5, -2.0]) == 1 and side.argmax([0.0, 0.0]) == 0
 
 
 def test_the_task_file_reads_the_record_format_as_it_is():
-    side = bench("lm_eval_side")
+    side = bench_script("lm_eval_side")
     text = side.task_yaml(ROOT / "data" / "test.jsonl")
     lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line and not line.startswith(" "))
     assert lines["output_type"] == "multiple_choice" and lines["target_delimiter"] == '""'
@@ -222,7 +213,7 @@ def test_bench_readme_lists_every_script():
 
 
 def test_markdown_table_is_a_head_a_rule_and_a_line_a_row():
-    lib = bench("benchlib")
+    lib = bench_script("benchlib")
     assert lib.markdown_table(["method", "seconds", "≠"], "lrr", [["loop", "1.0", 3], ["runner", 0.5, "n/a"]]) == [
         "| method | seconds | ≠ |",
         "|---|---:|---:|",
@@ -237,7 +228,7 @@ def test_markdown_table_is_a_head_a_rule_and_a_line_a_row():
 
 
 def test_timed_call_returns_the_result_and_its_seconds():
-    lib = bench("benchlib")
+    lib = bench_script("benchlib")
     (result, seconds) = lib.timed_call(sorted, [3, 1, 2], reverse=True)
     assert result == [3, 2, 1] and isinstance(seconds, float) and seconds >= 0
     calls = []
@@ -245,7 +236,7 @@ def test_timed_call_returns_the_result_and_its_seconds():
 
 
 def test_child_json_reads_the_last_line_and_stops_on_a_failed_child():
-    lib = bench("benchlib")
+    lib = bench_script("benchlib")
     ok = [sys.executable, "-c", "print('loading'); print('{\"tokens_per_s\": 12.5}')"]
     assert lib.child_json(ok, "pp") == {"tokens_per_s": 12.5}
     bad = [sys.executable, "-c", "import sys; sys.exit('no such kernel setting')"]
@@ -254,10 +245,9 @@ def test_child_json_reads_the_last_line_and_stops_on_a_failed_child():
 
 
 def test_the_machine_and_the_model_locations(monkeypatch):
-    import importlib.util
     import socket
 
-    lib = bench("benchlib")
+    lib = bench_script("benchlib")
     assert lib.cpu_name().strip() and (lib.memory_gib() is None or lib.memory_gib() > 0)
     port = lib.free_port()
     with socket.socket() as s:
