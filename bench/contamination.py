@@ -21,6 +21,9 @@ corpus, and a worker's peak memory against the corpus size.
    run of an item; one holding the item's common short phrases, under 8 words each). Every planted
    document must be flagged for its item; every other flagged document is a false positive.
 Prints the Markdown section appended to bench/RESULTS.md and writes --work/results.json.
+
+bench/RESULTS.md: "Contamination scan (`base-bench contamination scan`)" and its "Throughput" and
+"Recall and precision" (the Markdown it prints, appended by hand).
 """
 
 from __future__ import annotations
@@ -38,13 +41,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchlib import ROOT, timed_call
 
-from base_bench.contamination.index import ItemIndex  # noqa: E402
-from base_bench.contamination.normalize import word_spans, words  # noqa: E402
-from base_bench.contamination.scanner import scan  # noqa: E402
-from base_bench.items.dataset import bundled_path, load_dataset_file  # noqa: E402
+from base_bench.contamination.index import ItemIndex
+from base_bench.contamination.normalize import word_spans, words
+from base_bench.contamination.scanner import scan
+from base_bench.items.dataset import bundled_path, load_dataset_file
 
 ROFF = re.compile(r"\\f[BIRP]|\\f\(..|\\\(..|\\[&|^~%]|\\s[-+]?\d")
 
@@ -160,9 +162,7 @@ def timed_scan(corpus: list[str], out: Path, workers: int, tasks: int):
     if out.exists():
         shutil.rmtree(out)
     load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    rep = scan(corpus, out, data=str(ROOT), workers=workers, tasks=tasks)
-    wall = time.perf_counter() - t0
+    rep, wall = timed_call(scan, corpus, out, data=str(ROOT), workers=workers, tasks=tasks)
     return rep, wall, load0, os.getloadavg()[0]
 
 
@@ -348,9 +348,8 @@ def main() -> None:
     if not args.skip_build:
         if corpus_dir.exists():
             shutil.rmtree(corpus_dir)
-        t0 = time.perf_counter()
-        info = build_corpus(corpus_dir, args.gb, args.shards)
-        info["build_s"] = round(time.perf_counter() - t0, 1)
+        info, build_s = timed_call(build_corpus, corpus_dir, args.gb, args.shards)
+        info["build_s"] = round(build_s, 1)
         info_file.write_text(json.dumps(info))
     info = json.loads(info_file.read_text())
     items = list(load_dataset_file(bundled_path()).items)

@@ -13,6 +13,8 @@ the two reports agree (every choice, every prediction, the results block).
 
 Prints a Markdown table and the overhead: the 2-rank scoring time over the 1-process one, minus 1,
 per round and as the median, also normalised by the GEMM rate measured before each run.
+
+bench/RESULTS.md: "Data parallel on a CPU: 2 ranks × 1 thread against 1 process × 2 threads".
 """
 
 from __future__ import annotations
@@ -20,19 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from speed import machine, timed  # noqa: E402
+from benchlib import ROOT, free_port, markdown_table, timed, timed_call
+from speed import machine
 
 
 def gemm_rate(threads: int, hidden: int = 576, inter: int = 1536, tokens: int = 1024) -> float:
@@ -57,12 +55,6 @@ def gemm_rate(threads: int, hidden: int = 576, inter: int = 1536, tokens: int = 
     return flops / seconds
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run(kind: str, model: str, out: Path, limit: int | None) -> dict:
     flags = ["--model", model, "--local-data", str(ROOT), "--device", "cpu", "--out-dir", str(out)]
     flags += ["--limit", str(limit)] if limit else []
@@ -82,9 +74,9 @@ def run(kind: str, model: str, out: Path, limit: int | None) -> dict:
             "--threads",
             "1",
         ]
-    t = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    wall = time.perf_counter() - t
+    p, wall = timed_call(
+        subprocess.run, cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     if p.returncode != 0:
         raise SystemExit(f"{kind} run failed:\n{p.stderr[-3000:]}")
     rep = json.loads((out / "report.json").read_text())
@@ -129,17 +121,15 @@ def main(argv=None) -> int:
     n = len(rows[0][1]["report"]["items"])
     print(f"Machine: {machine()}\n")
     print(f"Model: `{Path(args.model).name}`, float32, {n} items of the bundled set, batch 8.\n")
-    print(
-        "| round | ranks × threads | wall s (whole command) | model load s | scoring s | rank 0 waiting in "
-        "the exchange s | items/s | GEMM TFLOP/s (2 threads) just before |"
-    )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
-    for r, res in rows:
-        print(
-            f"| {r} | {res['kind'].replace('x', ' × ')} | {res['wall_s']:.1f} | {res['model_load_s']:.1f} | "
-            f"{res['scoring_s']:.1f} | {res.get('rank_wait_s', 0):.1f} | {res['items_per_s']:.2f} | "
-            f"{res['gemm_tflops']:.3f} |"
-        )
+    head = ["round", "ranks × threads", "wall s (whole command)", "model load s", "scoring s"]
+    head += ["rank 0 waiting in the exchange s", "items/s", "GEMM TFLOP/s (2 threads) just before"]
+    cells = [
+        [r, res["kind"].replace("x", " × "), f"{res['wall_s']:.1f}", f"{res['model_load_s']:.1f}"]
+        + [f"{res['scoring_s']:.1f}", f"{res.get('rank_wait_s', 0):.1f}", f"{res['items_per_s']:.2f}"]
+        + [f"{res['gemm_tflops']:.3f}"]
+        for r, res in rows
+    ]
+    print("\n".join(markdown_table(head, "rlrrrrrr", cells)))
     med, med_n = statistics.median(overheads), statistics.median(normalised)
     print(
         f"\nOverhead of 2 ranks × 1 thread over 1 process × 2 threads (scoring time): "

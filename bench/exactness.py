@@ -17,31 +17,29 @@ summed log-prob| against the baseline (and the loop) and of the mean log-prob pe
 card ranks by), the choice it is on, and how many predictions
 differ, all in this one run. `--dtype float64` casts the float32 weights to float64 (exactly), which
 separates float32 rounding from a layout that is wrong: the log-softmax is float32 either way.
+
+bench/RESULTS.md: "Scores at every batch setting against one item at a time (measured)" (the table it prints).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from pathlib import Path
 
 import torch
+from benchlib import load_cpu_model, table_row, table_rule, timed_call
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from base_bench.backends.transformers import load_model  # noqa: E402
-from base_bench.backends.transformers_scorers import (  # noqa: E402
+from base_bench.backends.transformers_scorers import (
     PackedScorer,
     PlainScorer,
     model_window,
     score_reference,
     sliding_window,
 )
-from base_bench.engine.packing import Batching, batch_cost, longest_first, pack_rows  # noqa: E402
-from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, score_in_batches  # noqa: E402
-from base_bench.items.dataset import load_dataset_file  # noqa: E402
-from base_bench.items.records import pick  # noqa: E402
+from base_bench.engine.packing import Batching, batch_cost, longest_first, pack_rows
+from base_bench.engine.scoring import encode_item, length_order, max_abs_diff, score_in_batches
+from base_bench.items.dataset import load_dataset_file
+from base_bench.items.records import pick
 
 
 def feed(encs, plan: Batching, rows: bool = True) -> tuple[int, int]:
@@ -79,9 +77,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    t = time.perf_counter()
-    loaded = load_model(args.model, torch.device("cpu"), torch.float32)
-    load_s = time.perf_counter() - t
+    loaded, load_s = load_cpu_model(args.model)
     model, tok = loaded.model, loaded.tokenizer
     if args.dtype == "float64":
         model.to(torch.float64)  # every float32 weight is a float64 exactly
@@ -93,18 +89,20 @@ def main() -> None:
 
     table = []
 
+    def one_item_per_row(scorer, batch_size):  # the same passes, each item in a row of its own
+        order = length_order(encs)
+        got = [None] * len(encs)
+        for s in range(0, len(order), batch_size):
+            idx = order[s : s + batch_size]
+            for i, sc in zip(idx, scorer([encs[i] for i in idx])):
+                got[i] = sc
+        return got
+
     def run(name, setting, plan, scorer, rows=True, **how):
-        t = time.perf_counter()
         if rows:
-            got = score_in_batches(scorer, encs, **how)
-        else:  # the same passes, each item in a row of its own
-            order = length_order(encs)
-            got = [None] * len(encs)
-            for s in range(0, len(order), how["batch_size"]):
-                idx = order[s : s + how["batch_size"]]
-                for i, sc in zip(idx, scorer([encs[i] for i in idx])):
-                    got[i] = sc
-        seconds = time.perf_counter() - t
+            got, seconds = timed_call(score_in_batches, scorer, encs, **how)
+        else:
+            got, seconds = timed_call(one_item_per_row, scorer, how["batch_size"])
         passes, fed = feed(encs, plan, rows) if plan is not None else ("-", None)
         table.append(dict(name=name, setting=setting, passes=passes, fed=fed, seconds=seconds, scores=got))
         print(f"{name} {setting}: {seconds:.1f} s", flush=True)
@@ -130,18 +128,8 @@ def main() -> None:
         run("plain", f"batch size {bs}", None, PlainScorer(model, 0), batch_size=bs)
     loop = None
     if args.loop:
-        t = time.perf_counter()
-        loop = [score_reference(model, e) for e in encs]
-        table.append(
-            dict(
-                name="card-literal loop",
-                setting="-",
-                passes="-",
-                fed=None,
-                seconds=time.perf_counter() - t,
-                scores=loop,
-            )
-        )
+        loop, seconds = timed_call(lambda: [score_reference(model, e) for e in encs])
+        table.append(dict(name="card-literal loop", setting="-", passes="-", fed=None, seconds=seconds, scores=loop))
 
     win, kinds = sliding_window(model)
     print(
@@ -151,11 +139,10 @@ def main() -> None:
         + f"; the furthest an item reaches: {max(len(e.context) + max(len(c) for c in e.continuations) - 1 for e in encs)}"
     )
     print()
-    head = "| scorer | setting | passes | positions fed | padding | seconds | max abs delta vs batch size 1 "
-    head += "| of the mean "
-    head += "| max abs delta vs loop " if loop else ""
-    print(head + "| where (vs batch size 1) | predictions ≠ batch size 1 |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if loop else "") + "---|---:|")
+    head = ["scorer", "setting", "passes", "positions fed", "padding", "seconds", "max abs delta vs batch size 1"]
+    head += ["of the mean", *(["max abs delta vs loop"] if loop else []), "where (vs batch size 1)"]
+    print(table_row([*head, "predictions ≠ batch size 1"]))
+    print(table_rule("llrrrrrr" + ("r" if loop else "") + "lr"))
     for r in table:
         fed = f"{r['fed']}" if r["fed"] is not None else "n/a"
         pad = f"{100 * (1 - held / r['fed']):.1f}%" if r["fed"] else "n/a"
@@ -165,7 +152,7 @@ def main() -> None:
         if loop:
             cells.append(f"{max_abs_diff(r['scores'], loop):.2e}")
         cells += [worst(r["scores"], base), str(flips)]
-        print("| " + " | ".join(cells) + " |")
+        print(table_row(cells))
 
 
 if __name__ == "__main__":

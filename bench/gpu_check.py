@@ -19,7 +19,7 @@ records and how long it takes:
     gpu/torchrun.py     evaluate() under torchrun with an nccl process group
     gpu/device_map.py   --device-map auto --max-memory cuda:0=1GiB against one device
     gpu/report.py       gpu_check.md from gpu_check.json
-    gpu/context.py      Ctx: each model, encoding and score built once and shared
+    gpu/context.py      Ctx: each model, encoding and score built once and shared; Check, one check
     gpu/models.py       the carried tokenizer and the two random-weight Llamas
     gpu/common.py, gpu/procs.py, gpu/machine.py    targets and comparisons, subprocesses, the machine
 
@@ -32,18 +32,15 @@ transformers, accelerate, tokenizers, huggingface_hub (base_bench.backends.trans
 it), tqdm and numpy (evaluate's progress bar and report), safetensors (save_pretrained); not gguf,
 matplotlib or lm-eval. In the JSON, `environment.project_dependencies` records which were there,
 and `imported_project_dependencies` which the run imported.
+
+bench/RESULTS.md: "GPU check: prepared, not yet run on a GPU" (from gpu_check.md, once run on a GPU).
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # base_bench from this checkout
-sys.path.insert(1, str(ROOT / "bench"))  # the gpu package, and bench/speed.py's flop_count
-
-from gpu.run import main  # noqa: E402
+from gpu.run import main  # gpu.common imports benchlib, which puts this checkout first on sys.path
 
 if __name__ == "__main__":
     sys.exit(main())

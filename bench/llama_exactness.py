@@ -12,6 +12,8 @@ One process, one GGUF, the bundled items:
      choice, batching), and its per-choice scores against the plain path: max and median |delta|,
      choices over 1e-5, predictions that differ.
 Prints a markdown table and writes everything to --json (bench/RESULTS.md quotes it).
+
+bench/RESULTS.md: "Exact and batch-invariant on both models" (from its --json and the table it prints).
 """
 
 from __future__ import annotations
@@ -20,17 +22,15 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchlib import ROOT, markdown_table, timed_call
 
-from base_bench import evaluate  # noqa: E402
-from base_bench.backends.llama_cpp import EXACT_TOL, LlamaCppBackend, PlainScorer, load_tokenizer  # noqa: E402
-from base_bench.engine.scoring import encode_item, score_in_batches  # noqa: E402
-from base_bench.items.dataset import load_dataset_file  # noqa: E402
-from base_bench.items.records import ChoiceScore, pick  # noqa: E402
+from base_bench import evaluate
+from base_bench.backends.llama_cpp import EXACT_TOL, LlamaCppBackend, PlainScorer, load_tokenizer
+from base_bench.engine.scoring import encode_item, score_in_batches
+from base_bench.items.dataset import load_dataset_file
+from base_bench.items.records import ChoiceScore, pick
 
 
 def main(argv=None) -> int:
@@ -56,16 +56,14 @@ def main(argv=None) -> int:
         "system_info": backend.describe()["llama_cpp"]["system_info"],
     }
 
-    t = time.perf_counter()
-    differ = backend.tokenizer_differences(tokenizer, items)
-    out["tokenizer"] = {"texts": len(items) * 5, "differ": differ, "seconds": time.perf_counter() - t}
+    differ, seconds = timed_call(backend.tokenizer_differences, tokenizer, items)
+    out["tokenizer"] = {"texts": len(items) * 5, "differ": differ, "seconds": seconds}
     print(f"tokenizer: {len(differ)} of {len(items) * 5} texts differ", flush=True)
 
     encs = [encode_item(tokenizer, it, window=backend.window) for it in items]
     plain_scorer = PlainScorer(backend, 64)
-    t = time.perf_counter()
-    plain = score_in_batches(plain_scorer, encs, 8)
-    out["plain"] = {"seconds": time.perf_counter() - t, "tokens_fed": plain_scorer.counts["tokens"]}
+    plain, seconds = timed_call(score_in_batches, plain_scorer, encs, 8)
+    out["plain"] = {"seconds": seconds, "tokens_fed": plain_scorer.counts["tokens"]}
     plain_scorer.close()
     print(f"plain path: {out['plain']['seconds']:.1f} s", flush=True)
     by_id = {e.id: s for e, s in zip(encs, plain)}
@@ -87,9 +85,7 @@ def main(argv=None) -> int:
 
     out["runs"] = []
     for bs in args.batch_sizes:
-        t = time.perf_counter()
-        rep = evaluate(backend, tokenizer, source, batch_size=bs, progress=False)
-        seconds = time.perf_counter() - t
+        rep, seconds = timed_call(evaluate, backend, tokenizer, source, batch_size=bs, progress=False)
         deltas, flips, over = [], 0, 0
         for it in rep["items"]:
             got = [ChoiceScore(c["logprob"], c["n_tokens"]) for c in it["choices"]]
@@ -122,14 +118,19 @@ def main(argv=None) -> int:
         f"{out['versions']['llama-cpp-python']}, {args.threads} threads; plain path {out['plain']['seconds']:.1f} s; "
         f"tokenizer: {len(differ)} of {len(items) * 5} texts differ"
     )
-    print("| batch size | scorer | seconds | max abs delta vs plain | median | choices > 1e-5 | predictions ≠ plain |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
-    for r in out["runs"]:
-        print(
-            f"| {r['batch_size']} | {r['scorer']} | {r['seconds']:.1f} | {r['max_abs_delta']:.1e} | "
-            f"{r['median_abs_delta']:.1e} | {r['choices_over_1e-5']} of {r['choices']} | "
-            f"{r['predictions_differ']} of {len(items)} |"
-        )
+    head = ["batch size", "scorer", "seconds", "max abs delta vs plain", "median", "choices > 1e-5"]
+    cells = [
+        [
+            r["batch_size"],
+            r["scorer"],
+            f"{r['seconds']:.1f}",
+            f"{r['max_abs_delta']:.1e}",
+            f"{r['median_abs_delta']:.1e}",
+        ]
+        + [f"{r['choices_over_1e-5']} of {r['choices']}", f"{r['predictions_differ']} of {len(items)}"]
+        for r in out["runs"]
+    ]
+    print("\n".join(markdown_table([*head, "predictions ≠ plain"], "rlrrrrr", cells)))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     backend.close()

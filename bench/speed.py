@@ -32,6 +32,10 @@ continuation) pairs: the bundled set's items, each with its four continuations.
 
 lm-eval tokenizes each pair its own way (context + continuation encoded together, then split), so
 its |delta| includes tokenization differences, not only arithmetic.
+
+bench/RESULTS.md: "Scoring speed: base-bench vs the card-literal loop vs lm-evaluation-harness" (written to
+--out, by default bench/RESULTS.md itself); with --methods, "CPU speed by batch setting (measured)" and "Speed
+against llama.cpp's own prompt processing".
 """
 
 from __future__ import annotations
@@ -43,59 +47,42 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import torch
+from benchlib import ROOT, child_json, cpu_name, load_cpu_model, markdown_table, memory_gib, timed, timed_call
 
-import torch  # noqa: E402
-
-from base_bench.backends.transformers import load_model  # noqa: E402
-from base_bench.backends.transformers_scorers import (  # noqa: E402
+from base_bench.backends.transformers_scorers import (
     CachedScorer,
     PackedScorer,
     check_packing,
     model_window,
     score_reference,
 )
-from base_bench.engine.batching import CPU_AUTO  # noqa: E402
-from base_bench.engine.packing import Batching, longest_first, pack_rows, row_layout  # noqa: E402
-from base_bench.engine.scoring import encode_item, max_abs_diff, packing_probe, score_in_batches  # noqa: E402
-from base_bench.items.dataset import load_dataset_file  # noqa: E402
-from base_bench.items.records import ChoiceScore, pick  # noqa: E402
+from base_bench.engine.batching import CPU_AUTO
+from base_bench.engine.packing import Batching, longest_first, pack_rows, row_layout
+from base_bench.engine.scoring import encode_item, max_abs_diff, packing_probe, score_in_batches
+from base_bench.items.dataset import load_dataset_file
+from base_bench.items.records import ChoiceScore, pick
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    flags = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and cpu == "unknown CPU":
-                cpu = line.split(":", 1)[1].strip()
-            if line.startswith("flags") and not flags:
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(
-            next(ln for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")).split()[1]
-        )
-        mem = f", {kb / 2**20:.0f} GiB RAM"
-    except (OSError, StopIteration, ValueError):
-        pass
-    simd = ", ".join(sorted(f for f in flags if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))) or "n/a"
+    gib = memory_gib()
+    mem = f", {gib:.0f} GiB RAM" if gib is not None else ""
+    simd = ", ".join(sorted(f for f in cpu_flags() if f.startswith(("avx512", "amx")) or f in ("avx2", "fma"))) or "n/a"
     return (
-        f"{cpu}, {os.cpu_count()} logical CPUs{mem}, {platform.system()} {platform.machine()}; "
+        f"{cpu_name()}, {os.cpu_count()} logical CPUs{mem}, {platform.system()} {platform.machine()}; "
         f"torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()} kernels), "
         f"torch threads {torch.get_num_threads()}; CPU flags: {simd}"
     )
-
-
-def timed(fn, repeat=5):
-    fn()
-    t = time.perf_counter()
-    for _ in range(repeat):
-        fn()
-    return (time.perf_counter() - t) / repeat
 
 
 @torch.inference_mode()
@@ -220,9 +207,7 @@ def lm_eval_scores(model, tok, items, batch_size):
         for i, it in enumerate(items)
         for k, c in enumerate(it.continuations)
     ]
-    t = time.perf_counter()
-    out = lm.loglikelihood(reqs, disable_tqdm=True)
-    seconds = time.perf_counter() - t
+    out, seconds = timed_call(lm.loglikelihood, reqs, disable_tqdm=True)
     lens = []
     for it in items:
         for c in it.continuations:  # lm-eval's own split: whole pair encoded, context prefix removed
@@ -243,7 +228,6 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
     processes (bench/llama_pp.py): with base-bench's pinned kernels, and with llama.cpp's defaults
     (llama-bench's pp512). Returns the markdown section."""
     import json
-    import subprocess
     import tempfile
 
     from base_bench.backends.llama_cpp import LlamaCppBackend, PlainScorer
@@ -253,14 +237,11 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
     order = longest_first(encs)
     out = {}
     rate = gemm()
-    t = time.perf_counter()
-    scorer, check = backend.pick_scorer(order, 0, Ranks.current())
-    check_s = time.perf_counter() - t
+    (scorer, check), check_s = timed_call(backend.pick_scorer, order, 0, Ranks.current())
     before = dict(scorer.counts)  # the start-up check's tokens, timed apart
-    t = time.perf_counter()
-    shared = score_in_batches(scorer, encs, CPU_AUTO)
+    shared, seconds = timed_call(score_in_batches, scorer, encs, CPU_AUTO)
     out["llama.cpp backend (shared context)"] = dict(
-        seconds=time.perf_counter() - t,
+        seconds=seconds,
         scores=shared,
         rate=rate,
         fed=sum(scorer.counts[k] - before[k] for k in ("tokens", "pads")),
@@ -273,10 +254,9 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
     )
     rate = gemm()
     plain_scorer = PlainScorer(backend, 64)
-    t = time.perf_counter()
-    plain = score_in_batches(plain_scorer, encs, CPU_AUTO)
+    plain, seconds = timed_call(score_in_batches, plain_scorer, encs, CPU_AUTO)
     out["llama.cpp plain (one sequence per choice)"] = dict(
-        seconds=time.perf_counter() - t,
+        seconds=seconds,
         scores=plain,
         rate=rate,
         fed=plain_scorer.counts["tokens"] + plain_scorer.counts["pads"],
@@ -306,43 +286,20 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
             ("defaults", []),
         ):
             rate = gemm()
-            res = subprocess.run(
-                [
-                    sys.executable,
-                    str(ROOT / "bench" / "llama_pp.py"),
-                    "--model",
-                    args.model,
-                    "--tokens",
-                    str(path),
-                    "--threads",
-                    str(args.threads),
-                    *extra,
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            pp[name] = dict(json.loads(res.stdout.strip().splitlines()[-1]), rate=rate)
+            pp_cmd = [sys.executable, str(ROOT / "bench" / "llama_pp.py"), "--model", args.model]
+            pp_cmd += ["--tokens", str(path), "--threads", str(args.threads), *extra]
+            pp[name] = dict(child_json(pp_cmd, f"llama_pp.py ({name})"), rate=rate)
             print(f"llama.cpp pp ({name}): {pp[name]['tokens_per_s']:.0f} tokens/s", flush=True)
     shared_row = out["llama.cpp backend (shared context)"]
     backend_rate = shared_row["fed"] / shared_row["seconds"]
     ref_pred = [pick(s) for s in reference]
-    lines = [
-        "## llama.cpp rows (same GGUF, same token ids)",
-        "",
-        f"llama-cpp-python {version}, {args.threads} threads; {system}. Tokens fed: the context once and each continuation "
-        "but its last token (pads that keep a decode from being one token or one output included).",
-        "",
-        "| method | seconds | tokens fed | fed tokens/s | GEMM TFLOP/s just before | max abs delta vs plain "
-        "| max abs delta vs torch reference | predictions ≠ torch reference |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    cells = []
     for name, r in out.items():
         changed = sum(a != b for a, b in zip(ref_pred, (pick(s) for s in r["scores"])))
-        lines.append(
-            f"| {name} | {r['seconds']:.1f} | {r['fed']} | {r['fed'] / r['seconds']:.0f} | "
-            f"{r['rate'] / 1e12:.3f} | {max_abs_diff(r['scores'], plain):.1e} | "
-            f"{max_abs_diff(r['scores'], reference):.2f} | {changed} of {len(encs)} |"
+        cells.append(
+            [name, f"{r['seconds']:.1f}", r["fed"], f"{r['fed'] / r['seconds']:.0f}", f"{r['rate'] / 1e12:.3f}"]
+            + [f"{max_abs_diff(r['scores'], plain):.1e}", f"{max_abs_diff(r['scores'], reference):.2f}"]
+            + [f"{changed} of {len(encs)}"]
         )
     for name, r in pp.items():
         what = {
@@ -350,10 +307,20 @@ def llama_rows(args, encs, reference, rate_now, gemm) -> list[str]:
             "pinned-logits": f"llama.cpp pp, pinned kernels, logits at the {r['logit_rows']} rows the card needs",
             "defaults": "llama.cpp pp, llama.cpp's defaults (llama-bench pp512)",
         }[name]
-        lines.append(
-            f"| {what} | {r['seconds']:.1f} | {r['tokens']} | {r['tokens_per_s']:.0f} | "
-            f"{r['rate'] / 1e12:.3f} | n/a | n/a | n/a |"
+        cells.append(
+            [what, f"{r['seconds']:.1f}", r["tokens"], f"{r['tokens_per_s']:.0f}", f"{r['rate'] / 1e12:.3f}"]
+            + ["n/a"] * 3
         )
+    head = ["method", "seconds", "tokens fed", "fed tokens/s", "GEMM TFLOP/s just before", "max abs delta vs plain"]
+    head += ["max abs delta vs torch reference", "predictions ≠ torch reference"]
+    lines = [
+        "## llama.cpp rows (same GGUF, same token ids)",
+        "",
+        f"llama-cpp-python {version}, {args.threads} threads; {system}. Tokens fed: the context once and each continuation "
+        "but its last token (pads that keep a decode from being one token or one output included).",
+        "",
+        *markdown_table(head, "lrrrrrrr", cells),
+    ]
     lines += [
         "",
         f"- logit rows: the backend asked for {shared_row['logit_rows']}, of {shared_row['fed']} tokens fed.",
@@ -396,9 +363,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     items = list(load_dataset_file(ROOT / "data" / "test.jsonl").items)[: args.limit]
-    t = time.perf_counter()
-    loaded = load_model(args.model, torch.device("cpu"), torch.float32)
-    print(f"model loaded in {time.perf_counter() - t:.0f} s", flush=True)
+    loaded, load_s = load_cpu_model(args.model)
+    print(f"model loaded in {load_s:.0f} s", flush=True)
     model, tok = loaded.model, loaded.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
     encs = [encode_item(tok, it, window=model_window(model, tok)) for it in items]
@@ -433,12 +399,8 @@ def main(argv=None) -> int:
     row_length = order[0].packed_length
     items_cut = Batching(items=CPU_AUTO).cut(order, row_length)
     probe = packing_probe(order)
-    t = time.perf_counter()
-    ok, diff = check_packing(model, probe, pad)
-    check_s = time.perf_counter() - t
-    t = time.perf_counter()
-    packed = score_in_batches(PackedScorer(model, pad), encs, CPU_AUTO)
-    score_s = time.perf_counter() - t
+    (ok, diff), check_s = timed_call(check_packing, model, probe, pad)
+    packed, score_s = timed_call(score_in_batches, PackedScorer(model, pad), encs, CPU_AUTO)
     record(
         "runner (packed)",
         CPU_AUTO,
@@ -461,26 +423,23 @@ def main(argv=None) -> int:
         everything = len(pack_rows(order, row_length)) * row_length
         for budget in args.batch_tokens.split(","):
             n = everything if budget == "all" else int(budget)
-            t = time.perf_counter()
-            got = score_in_batches(PackedScorer(model, pad), encs, batch_tokens=n)
+            got, seconds = timed_call(score_in_batches, PackedScorer(model, pad), encs, batch_tokens=n)
             cut = Batching(tokens=n)
             record(
                 f"runner, --batch-tokens {n}" + (" (all items in one pass)" if budget == "all" else ""),
                 f"{n} tokens",
-                time.perf_counter() - t,
+                seconds,
                 got,
                 packed_passes(cut.cut(order, row_length), cut.row_capacity(row_length)),
             )
     if "kv-cache" in methods:
-        t = time.perf_counter()
-        cached = score_in_batches(CachedScorer(model, pad), encs, CPU_AUTO)
-        record("kv-cache", CPU_AUTO, time.perf_counter() - t, cached, cached_passes(items_cut))
+        cached, seconds = timed_call(score_in_batches, CachedScorer(model, pad), encs, CPU_AUTO)
+        record("kv-cache", CPU_AUTO, seconds, cached, cached_passes(items_cut))
 
     loop = packed
     if "loop" in methods:
-        t = time.perf_counter()
-        loop = [score_reference(model, e) for e in encs]
-        record("card-literal loop", 1, time.perf_counter() - t, loop, loop_passes(encs))
+        loop, seconds = timed_call(lambda: [score_reference(model, e) for e in encs])
+        record("card-literal loop", 1, seconds, loop, loop_passes(encs))
 
     if "lm-eval" in methods:
         sub = items[: min(len(items), 40)]
@@ -503,9 +462,8 @@ def main(argv=None) -> int:
 
     if "bfloat16" in methods:
         model.to(torch.bfloat16)
-        t = time.perf_counter()
-        b16 = score_in_batches(PackedScorer(model, pad), encs, CPU_AUTO)
-        record("runner bfloat16", CPU_AUTO, time.perf_counter() - t, b16, packed_passes(items_cut, row_length))
+        b16, seconds = timed_call(score_in_batches, PackedScorer(model, pad), encs, CPU_AUTO)
+        record("runner bfloat16", CPU_AUTO, seconds, b16, packed_passes(items_cut, row_length))
         model.to(torch.float32)
 
     llama_lines = (
@@ -517,22 +475,21 @@ def main(argv=None) -> int:
     lm_s = rows["lm-eval HFLM"]["seconds"] if "lm-eval HFLM" in rows else None
     loop_pred = [pick(s) for s in loop]
     ref_name = "loop" if "loop" in methods else "runner"
-    lines = [
-        "| method | batch | seconds | pair tokens/s | GEMM TFLOP/s just before | floor s | × floor "
-        f"| speed-up over lm-eval | max abs delta vs {ref_name} | predictions ≠ {ref_name} "
-        "| positions fed | positions held | fed ÷ held | TFLOP fed | TFLOP held |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    head = ["method", "batch", "seconds", "pair tokens/s", "GEMM TFLOP/s just before", "floor s", "× floor"]
+    head += ["speed-up over lm-eval", f"max abs delta vs {ref_name}", f"predictions ≠ {ref_name}"]
+    head += ["positions fed", "positions held", "fed ÷ held", "TFLOP fed", "TFLOP held"]
+    cells = []
     for name, r in rows.items():
         changed = sum(a != b for a, b in zip(loop_pred, (pick(s) for s in r["scores"])))
         fl_s = fl["once"] / r["rate"]
         over_lm = f"{lm_s / r['seconds']:.2f}" if lm_s else "n/a"
-        lines.append(
-            f"| {name} | {r['batch']} | {r['seconds']:.1f} | {pair_tokens / r['seconds']:.0f} | "
-            f"{r['rate'] / 1e12:.3f} | {fl_s:.1f} | {r['seconds'] / fl_s:.2f} | {over_lm} | "
-            f"{max_abs_diff(r['scores'], loop):.1e} | {changed} of {len(items)} | "
-            f"{r['positions']} | {held} | {r['positions'] / held:.3f} | {r['flops'] / 1e12:.2f} | {fl['once'] / 1e12:.2f} |"
+        cells.append(
+            [name, r["batch"], f"{r['seconds']:.1f}", f"{pair_tokens / r['seconds']:.0f}", f"{r['rate'] / 1e12:.3f}"]
+            + [f"{fl_s:.1f}", f"{r['seconds'] / fl_s:.2f}", over_lm, f"{max_abs_diff(r['scores'], loop):.1e}"]
+            + [f"{changed} of {len(items)}", r["positions"], held, f"{r['positions'] / held:.3f}"]
+            + [f"{r['flops'] / 1e12:.2f}", f"{fl['once'] / 1e12:.2f}"]
         )
+    lines = markdown_table(head, "l" + "r" * 14, cells)
     b16_line = []
     if "runner bfloat16" in rows:
         b16_changed = sum(pick(a) != pick(b) for a, b in zip(packed, rows["runner bfloat16"]["scores"]))

@@ -1,11 +1,12 @@
 """The documentation pages as the tests see them: their fenced code blocks, headings and links.
 
-    pages()                      # README.md, CHANGELOG.md, data/README.md and every docs/**/*.md
+    pages()                      # README.md, CHANGELOG.md, data/README.md, bench/README.md, every docs/**/*.md
     example_pages()              # README.md and docs/*.md: the pages whose examples tests/test_readme.py runs
     code_blocks(path)            # [Block(lang, code, line, not_run)], in page order
     prose(path)                  # [(line, text)] of every line outside the fenced blocks
     anchors(path)                # the #anchors GitHub makes of the page's headings
     links(path)                  # [(line, target)] of every [text](target) and ![alt](target)
+    bench_script("readme_runs")  # a bench/ script imported as a module, as tests read its tables
 
 A ```python or ```bash block is an example, and tests/test_readme.py runs it, unless the line just
 before its opening fence is a comment saying why it cannot run:
@@ -18,7 +19,9 @@ skipped when headings and links are read, so a `# comment` inside one is not a h
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +42,7 @@ class Block:
 
 def pages() -> list[Path]:
     docs = sorted((ROOT / "docs").rglob("*.md"))
-    return [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "data" / "README.md", *docs]
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "data" / "README.md", ROOT / "bench" / "README.md", *docs]
 
 
 def example_pages() -> list[Path]:
@@ -137,3 +140,15 @@ def section(path: Path, title: str) -> str:
     start = text.index(f"\n## {title}\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end > 0 else None]
+
+
+def bench_script(name: str):
+    """bench/NAME.py as a module, with bench/ on sys.path as when the script runs (the scripts import
+    benchlib and each other from their own folder); they import nothing heavy at the top."""
+    if str(ROOT / "bench") not in sys.path:
+        sys.path.insert(0, str(ROOT / "bench"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module

@@ -277,6 +277,7 @@ def test_auto_on_a_gpu_searches_tokens_then_scores_the_same(tiny, one_at_a_time,
     assert same_scores(one_at_a_time, rep) < 1e-5 and rep["results"] == one_at_a_time["results"]
 
 
+@pytest.mark.slow(reason="whole evaluate() runs under a simulated out-of-memory, one per budget it halves to")
 def test_token_budget_halves_on_out_of_memory_then_stops_at_one_item(tiny, one_at_a_time, monkeypatch, caplog):
     model, tok = tiny
     short_of_memory(monkeypatch, 700)
@@ -291,6 +292,7 @@ def test_token_budget_halves_on_out_of_memory_then_stops_at_one_item(tiny, one_a
         evaluate(model, tok, limit=40, batch_tokens=4000, progress=False)
 
 
+@pytest.mark.slow(reason="two whole CLI runs of the tiny model")
 def test_batch_tokens_flag(tmp_path, capsys):
     model = save_tiny(tmp_path / "tiny-llama")
     write_dataset(tmp_path / "data")

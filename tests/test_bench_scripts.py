@@ -10,16 +10,7 @@ import sys
 
 import pytest
 
-from docpages import ROOT
-
-
-def bench(name: str):
-    sys.path.insert(0, str(ROOT / "bench"))  # readme_runs imports memory from its own folder
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+from docpages import ROOT, bench_script
 
 
 def test_run_measured_gives_each_child_its_own_peak():
@@ -42,7 +33,7 @@ print(json.dumps([big.__dict__, small.__dict__, failed.returncode]))
 
 
 def test_the_results_table_is_rendered_from_the_measurements():
-    readme_runs = bench("readme_runs")
+    readme_runs = bench_script("readme_runs")
     run = {
         "label": "command 1",
         "model_load_s": 49.12,
@@ -86,7 +77,7 @@ def item(doc_id, prediction, sums, n_tokens, label):
 
 
 def test_the_rules_are_compared_item_by_item():
-    side = bench("lm_eval_side")
+    side = bench_script("lm_eval_side")
     conts = [" a", " bbbbbbbb", " cc", " ddd"]  # 2, 9, 3, 4 characters
     # summed: -2.0 -4.0 -3.0 -5.0 -> acc picks 0 (also the shortest); per character: -1.0 -0.44 -1.0 -1.25
     # -> acc_norm picks 1; per token with 1, 4, 1, 2 tokens: -2.0 -1.0 -3.0 -2.5 -> base-bench picks 1
@@ -129,12 +120,12 @@ def test_the_rules_are_compared_item_by_item():
 
 
 def test_ties_go_to_the_lowest_index_as_in_the_card():
-    side = bench("lm_eval_side")
+    side = bench_script("lm_eval_side")
     assert side.argmax([-1.0, -0.5, -0.5, -2.0]) == 1 and side.argmax([0.0, 0.0]) == 0
 
 
 def test_the_task_file_reads_the_record_format_as_it_is():
-    side = bench("lm_eval_side")
+    side = bench_script("lm_eval_side")
     text = side.task_yaml(ROOT / "data" / "test.jsonl")
     lines = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line and not line.startswith(" "))
     assert lines["output_type"] == "multiple_choice" and lines["target_delimiter"] == '""'
@@ -160,3 +151,108 @@ def test_every_bench_script_imports():
     )
     assert p.returncode == 0, p.stderr[-2000:]
     assert {"padding", "speed", "exactness", "gpu_check", "served"} <= set(names)
+
+
+# ---------------------------------------------------------------- what every script says, and bench/README.md
+
+
+def script_docs() -> dict[str, str]:
+    import ast
+
+    scripts = sorted(p for p in (ROOT / "bench").glob("*.py") if p.stem != "benchlib")
+    return {p.stem: ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "" for p in scripts}
+
+
+def results_headings() -> set[str]:
+    lines = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+    return {line.lstrip("#").strip() for line in lines if line.startswith("#")}
+
+
+def named_tables(doc: str) -> list[str] | None:
+    """The headings of bench/RESULTS.md a script's docstring says it writes (its paragraph opening
+    `bench/RESULTS.md: `, the headings in double quotes); [] for `none.`, None without the paragraph."""
+    import re
+
+    at = doc.find("\nbench/RESULTS.md: ")
+    if at < 0:
+        return None
+    para = doc[at + 1 :].split("\n\n")[0].replace("\n", " ")
+    return [] if para.startswith("bench/RESULTS.md: none.") else re.findall(r'"([^"]+)"', para)
+
+
+def test_every_script_says_what_it_measures_how_to_run_it_and_which_table_it_writes():
+    headings, docs = results_headings(), script_docs()
+    assert {"speed", "padding", "readme_runs", "gpu_check"} <= set(docs)
+    for name, doc in docs.items():
+        assert len(doc.splitlines()[0]) > 20, f"bench/{name}.py: no opening line saying what it measures"
+        assert f"python bench/{name}.py" in doc, f"bench/{name}.py: its docstring does not say how to run it"
+        tables = named_tables(doc)
+        assert tables is not None, f"bench/{name}.py: no `bench/RESULTS.md: ` paragraph naming its table"
+        assert set(tables) <= headings, f"bench/{name}.py names {set(tables) - headings}, not headings of RESULTS.md"
+        assert tables or "none." in doc, name
+
+
+def test_a_table_name_that_is_no_heading_is_caught():
+    doc = 'Measures x.\n\n    python bench/x.py\n\nbench/RESULTS.md: "GGUF load time" and\n"Memory".\n\nMore.'
+    assert named_tables(doc) == ["GGUF load time", "Memory"]
+    assert "Memory" in results_headings() and "GGUF load time" not in results_headings()
+    assert named_tables("Measures x.\n\nbench/RESULTS.md: none. docs/x.md holds it.") == []
+    assert named_tables("Measures x, writes nothing said.") is None
+
+
+def test_bench_readme_lists_every_script():
+    text = (ROOT / "bench" / "README.md").read_text(encoding="utf-8")
+    names = [p.name for p in (ROOT / "bench").glob("*.py")] + [p.name for p in (ROOT / "bench").glob("*.sh")]
+    assert "speed.py" in names and "gpu_prepare.sh" in names
+    missing = [n for n in names if f"`{n}`" not in text]
+    assert not missing, f"bench/README.md does not list {missing}"
+    assert "`gpu/`" in text
+
+
+# ---------------------------------------------------------------- bench/benchlib.py, what the scripts share
+
+
+def test_markdown_table_is_a_head_a_rule_and_a_line_a_row():
+    lib = bench_script("benchlib")
+    assert lib.markdown_table(["method", "seconds", "≠"], "lrr", [["loop", "1.0", 3], ["runner", 0.5, "n/a"]]) == [
+        "| method | seconds | ≠ |",
+        "|---|---:|---:|",
+        "| loop | 1.0 | 3 |",
+        "| runner | 0.5 | n/a |",
+    ]
+    assert lib.table_rule("rl") == "|---:|---|"
+    with pytest.raises(ValueError, match="2 columns but 3"):
+        lib.markdown_table(["a", "b"], "lrr", [])
+    with pytest.raises(ValueError, match="l and r"):
+        lib.table_rule("lc")
+
+
+def test_timed_call_returns_the_result_and_its_seconds():
+    lib = bench_script("benchlib")
+    (result, seconds) = lib.timed_call(sorted, [3, 1, 2], reverse=True)
+    assert result == [3, 2, 1] and isinstance(seconds, float) and seconds >= 0
+    calls = []
+    assert lib.timed(lambda: calls.append(1), repeat=3) >= 0 and len(calls) == 4  # one warm-up call, then 3
+
+
+def test_child_json_reads_the_last_line_and_stops_on_a_failed_child():
+    lib = bench_script("benchlib")
+    ok = [sys.executable, "-c", "print('loading'); print('{\"tokens_per_s\": 12.5}')"]
+    assert lib.child_json(ok, "pp") == {"tokens_per_s": 12.5}
+    bad = [sys.executable, "-c", "import sys; sys.exit('no such kernel setting')"]
+    with pytest.raises(SystemExit, match="pinned: no such kernel setting"):
+        lib.child_json(bad, "pinned")
+
+
+def test_the_machine_and_the_model_locations(monkeypatch):
+    import socket
+
+    lib = bench_script("benchlib")
+    assert lib.cpu_name().strip() and (lib.memory_gib() is None or lib.memory_gib() > 0)
+    port = lib.free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # free: nothing listens on it
+    found = lib.smollm2_gguf()
+    assert found is None or found.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert lib.smollm2_gguf() is None

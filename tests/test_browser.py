@@ -27,7 +27,7 @@ from base_bench.results.reports_io import load_report
 from fixtures import record, records, write_dataset
 
 # slow: each test starts a Chromium (a few seconds each on 2 cores)
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(reason="a browser: each test starts a Chromium")
 
 ROOT = Path(__file__).resolve().parents[1]
 _why = missing()

@@ -47,6 +47,9 @@ def full_run(model_dir, data_dir, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_full_run_writes_all_four_files(full_run):
     assert sorted(p.name for p in full_run.iterdir()) == [
         "partial_results.jsonl",
@@ -80,6 +83,9 @@ def test_full_run_writes_all_four_files(full_run):
     assert len((full_run / "partial_results.jsonl").read_text().splitlines()) == 350
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_same_scores_at_other_batch_sizes(full_run, model_dir, data_dir, tmp_path):
     base = json.loads((full_run / "report.json").read_text())
     for bs in (1, 32):
@@ -96,6 +102,9 @@ def test_same_scores_at_other_batch_sizes(full_run, model_dir, data_dir, tmp_pat
         assert rep["results"] == base["results"]
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_existing_run_is_never_overwritten(full_run, model_dir, data_dir, capsys):
     before = snapshot(full_run)
     assert run("--model", model_dir, "--local-data", data_dir, "--out-dir", full_run) == 2
@@ -103,6 +112,9 @@ def test_existing_run_is_never_overwritten(full_run, model_dir, data_dir, capsys
     assert snapshot(full_run) == before
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_resume_after_torn_write_gives_same_report(full_run, model_dir, data_dir, tmp_path):
     out = tmp_path / "crashed"
     shutil.copytree(full_run, out)
@@ -120,6 +132,9 @@ def test_resume_after_torn_write_gives_same_report(full_run, model_dir, data_dir
     assert len(ids) == 350 == len(set(ids))
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_resume_refuses_other_configuration_and_leaves_files(full_run, model_dir, data_dir, tmp_path, capsys):
     out = tmp_path / "other"
     shutil.copytree(full_run, out)
@@ -136,6 +151,9 @@ def test_resume_refuses_other_configuration_and_leaves_files(full_run, model_dir
     assert snapshot(out) == before
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_resume_with_limit_then_full(model_dir, data_dir, tmp_path):
     out = tmp_path / "grow"
     assert run("--model", model_dir, "--local-data", data_dir, "--out-dir", out, "--limit", "8") == 0
@@ -292,6 +310,7 @@ def test_default_out_dir_names():
     assert default_out_dir("./my model/") == Path("runs/my-model-base-bench-1.1")
 
 
+@pytest.mark.slow(reason="a subprocess per case: benchmark.py and the console script started as a user starts them")
 def test_benchmark_py_help_and_console_script(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "benchmark.py"), "--help"], capture_output=True, text=True)
     assert out.returncode == 0
@@ -376,6 +395,7 @@ def test_data_path_is_what_local_data_reads(model_dir, data_dir, tmp_path, capsy
     assert reps[0]["results"] == reps[1]["results"]
 
 
+@pytest.mark.slow(reason="a subprocess per case: benchmark.py and the console script started as a user starts them")
 def test_the_first_line_of_a_run_names_its_data(model_dir, tmp_path):
     """stdout and stderr together, as a terminal shows them: the data line comes before anything else."""
     out = subprocess.run(
@@ -513,6 +533,9 @@ def test_model_arg_is_refused_by_the_llama_cpp_backend(data_dir, tmp_path, capsy
     assert "--backend llama.cpp loads the GGUF with fixed settings" in err and not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_model_arg_attn_implementation_reaches_the_model_and_eager_equals_sdpa(model_dir, data_dir, tmp_path):
     """The plumbing on CPU: the attention kernel changes, the scores (mean token log-probs, what the
     card ranks by) do not, within 1e-5 nats; the summed log-probs (some 170 nats) differ by float32
@@ -550,6 +573,9 @@ def test_resume_is_refused_when_the_model_args_differ(model_dir, data_dir, tmp_p
     assert run(*flags, "--resume", "--limit", 8, "--model-arg", "attn_implementation=eager") == 0
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of the tiny model on 45 items (module fixture, about 20 s, and more runs per test)"
+)
 def test_no_model_arg_leaves_the_signature_as_older_runs_have_it(full_run):
     """Runs started before --model-arg existed resume: without it the model's identity is unchanged."""
     sig = json.loads((full_run / "run_config.json").read_text())["signature"]

@@ -118,6 +118,7 @@ def scanned(tmp_path_factory):
     return base, planted, rep
 
 
+@pytest.mark.slow(reason="a real datatrove scan of a planted corpus with worker processes (module fixture, about 30 s)")
 def test_every_planted_item_is_found_where_it_was_planted(scanned):
     base, planted, rep = scanned
     by_id = {i["id"]: i for i in rep["items"]}
@@ -147,6 +148,7 @@ def test_every_planted_item_is_found_where_it_was_planted(scanned):
     assert not any(i["wrong_continuations"] for i in rep["items"] if i["id"] != w["id"])
 
 
+@pytest.mark.slow(reason="a real datatrove scan of a planted corpus with worker processes (module fixture, about 30 s)")
 def test_clean_text_and_near_misses_are_not_flagged_and_the_canary_is(scanned):
     base, planted, rep = scanned
     docs = [json.loads(x) for x in (base / "out" / "documents.jsonl").read_text().splitlines()]
@@ -164,6 +166,7 @@ def test_clean_text_and_near_misses_are_not_flagged_and_the_canary_is(scanned):
     assert "Llama 2 dirty" in md and planted["verbatim"][0].id in md and "Canary" in md
 
 
+@pytest.mark.slow(reason="a real datatrove scan of a planted corpus with worker processes (module fixture, about 30 s)")
 def test_the_result_does_not_depend_on_workers(scanned, tmp_path):
     base, planted, rep2 = scanned
     rep1 = scan([str(base / "corpus")], tmp_path / "out1", data=str(ROOT), workers=1, tasks=1)
@@ -176,6 +179,7 @@ def _lines(data: bytes) -> list[bytes]:
     return data.splitlines(keepends=True)
 
 
+@pytest.mark.slow(reason="a real datatrove scan of a planted corpus with worker processes (module fixture, about 30 s)")
 def test_write_clean_keeps_format_path_and_fields_without_the_flagged(scanned):
     base, planted, rep = scanned
     src, dst = base / "corpus", base / "clean"
@@ -202,6 +206,7 @@ def test_write_clean_keeps_format_path_and_fields_without_the_flagged(scanned):
     assert again["totals"]["dirty"] == 0 and again["totals"]["documents_flagged"] == 0
 
 
+@pytest.mark.slow(reason="a real datatrove scan of a planted corpus with worker processes (module fixture, about 30 s)")
 def test_datatroves_own_filter_runs_on_the_exported_index(scanned):
     from datatrove.data import Document
     from datatrove.pipeline.decont.n_grams import NGramsDecontConfig, NGramsDecontFilter
@@ -358,6 +363,7 @@ def test_skip_bad_notes_every_bad_file_and_scans_the_rest(tmp_path, capsys, good
     assert sorted(p.name for p in (tmp_path / "clean").rglob("*") if p.is_file()) == ["good.jsonl"]
 
 
+@pytest.mark.slow(reason="a subprocess: the scan through the console command")
 def test_cli_subprocess_scan_prints_a_summary(tmp_path, good):
     r = subprocess.run(
         [

@@ -17,6 +17,8 @@ import ray  # noqa: E402
 from base_bench.contamination.scanner import scan  # noqa: E402
 from base_bench.items.dataset import bundled_path, load_dataset_file  # noqa: E402
 
+pytestmark = pytest.mark.slow(reason="a real Ray cluster, started on this machine for the scan")
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -78,6 +78,9 @@ def test_cpu_and_disk_offload_scores_as_one_device(setup, tmp_path):
     assert_same_scores(plain, placed)
 
 
+@pytest.mark.slow(
+    reason="whole CLI runs of a GGUF model converted by transformers, with and without the cache, placed by a device map"
+)
 @pytest.mark.parametrize("cache", ["written", "hit", "disabled"])
 def test_gguf_with_a_device_map(setup, tmp_path, monkeypatch, cache):
     """A GGUF file is converted whole on the CPU, then placed: read back from the cache entry, or

@@ -141,6 +141,7 @@ def test_one_process_is_rank_0_of_1():
 # ---------------------------------------------------------------- data parallel through the CLI
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 def test_two_ranks_equal_one_process(setup, reference):
     out = setup / "two"
     p = torchrun(2, flags(setup, out))
@@ -156,6 +157,7 @@ def test_two_ranks_equal_one_process(setup, reference):
     assert p.stderr.count("scoring:") >= 1 and "rank 1" not in p.stderr
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 def test_three_ranks_with_python_m_base_bench(setup, reference):
     out = setup / "three"
     cmd = [
@@ -177,6 +179,7 @@ def test_three_ranks_with_python_m_base_bench(setup, reference):
     assert rep["config"]["world_size"] == 3
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 def test_resume_across_world_sizes(setup, reference):
     a = setup / "grow-2-to-1"
     p = torchrun(2, flags(setup, a, "--limit", 40))
@@ -200,6 +203,7 @@ def test_resume_across_world_sizes(setup, reference):
         assert json.loads((out / "run_config.json").read_text())["signature"].get("world_size") is None
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 @pytest.mark.parametrize("victim", ["0", "1"])
 def test_sigkill_of_one_rank_keeps_what_it_saved(setup, reference, tmp_path, victim):
     out = tmp_path / "killed"
@@ -224,6 +228,7 @@ def test_sigkill_of_one_rank_keeps_what_it_saved(setup, reference, tmp_path, vic
     assert sorted(set(partial_ids(out))) == sorted(i["id"] for i in rep["items"])
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 def test_two_nodes_without_a_shared_disk(setup, reference, tmp_path):
     """Two torchrun agents, one per "node", meeting through the c10d rendezvous; the second node's
     rank does not see rank 0's out-dir, so rank 0 saves that rank's results after each exchange."""
@@ -273,6 +278,7 @@ def run_with_fault(setup, out, extra, env) -> tuple[subprocess.CompletedProcess,
     return p, report(out)
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_path):
     # more than 3 items: the start-up check (3 items) fits, batches of 8 and 4 do not
     p, rep = run_with_fault(setup, tmp_path / "oom-some", ["--batch-size", 8], {"RANKRUN_FAULT": "oom-above:3"})
@@ -281,6 +287,7 @@ def test_oom_on_one_rank_halves_the_batch_on_every_rank(setup, reference, tmp_pa
     assert_same(reference, rep)
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 def test_token_budget_search_and_back_off_agree_on_every_rank(setup, reference, tmp_path):
     """`--batch-size auto` on a GPU searches the token budget; rank 1 has less memory than rank 0,
     so every rank takes the budget rank 1 allows. Then `--batch-tokens` larger than rank 1 allows:
@@ -325,6 +332,7 @@ def ours_in_traceback(p) -> bool:
     return f'File "{ROOT / "base_bench"}' in p.stderr
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 @pytest.mark.parametrize(
     "fault, message",
     [
@@ -342,6 +350,7 @@ def test_oom_at_batch_size_1_stops_every_rank(setup, tmp_path, fault, message):
     assert not ours_in_traceback(p)
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 @pytest.mark.parametrize(
     "swap, fragment",
     [
@@ -363,6 +372,9 @@ def test_ranks_that_disagree_are_refused_before_scoring(setup, tmp_path, swap, f
     assert not (out / "partial_results.jsonl").exists()  # nothing was scored
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: benchmark.py started as a lone rank, one of them waiting out a rendezvous timeout"
+)
 def test_world_size_without_rendezvous_is_one_line(setup, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
     p = subprocess.run(
@@ -408,6 +420,7 @@ def test_each_rank_takes_its_local_gpu_and_cuda_n_is_refused(monkeypatch):
 # ---------------------------------------------------------------- evaluate() on every rank (API)
 
 
+@pytest.mark.slow(reason="torchrun: 2 or 3 rank processes per case, each loading a model")
 @pytest.mark.parametrize("wrap", ["replica", "fsdp2", "fsdp1"])
 def test_evaluate_on_every_rank(setup, tmp_path, wrap):
     from base_bench import evaluate

@@ -10,7 +10,6 @@ to fail on planted text. Fast: nothing is run here (tests/test_readme.py runs th
 import json
 import re
 import shlex
-import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -23,6 +22,7 @@ from docpages import (
     RUN_LANGS,
     TEXT_LANGS,
     anchors,
+    bench_script,
     code_blocks,
     example_pages,
     images,
@@ -405,17 +405,6 @@ def test_the_record_format_is_the_schema():
 EXAMPLES = DOCS / "examples"
 
 
-def bench_module(name: str):
-    """A bench/ script as a module (they import nothing heavy at the top)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def blocks_of(page: Path) -> list[str]:
     return [b.code for b in code_blocks(page) if b.lang in TEXT_LANGS]
 
@@ -442,7 +431,7 @@ def test_the_gemma_example_is_what_its_run_printed():
 
 
 def test_results_holds_the_table_readme_runs_wrote():
-    readme_runs = bench_module("readme_runs")
+    readme_runs = bench_script("readme_runs")
     data = json.loads((ROOT / "bench" / "readme_runs.json").read_text())
     assert readme_runs.render_table(data) in (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
     names = [r["name"] for r in data["runs"]]
@@ -476,7 +465,7 @@ def test_the_compare_example_is_what_the_command_makes_of_its_json():
 
 
 def test_the_lm_eval_page_holds_what_lm_eval_side_measured():
-    lm_eval_side = bench_module("lm_eval_side")
+    lm_eval_side = bench_script("lm_eval_side")
     data = json.loads((ROOT / "bench" / "lm_eval_side.json").read_text())
     text = (DOCS / "lm-eval.md").read_text(encoding="utf-8")
     assert lm_eval_side.render_table(data) in text

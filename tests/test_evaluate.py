@@ -254,6 +254,7 @@ def test_out_dir_writes_the_four_files_and_resumes(tok, tmp_path):
         evaluate(other, tok, out_dir=out, resume=True, progress=False)
 
 
+@pytest.mark.slow(reason="eleven whole evaluate() runs of the tiny model, one per batch setting (about 18 s)")
 def test_same_numbers_at_every_batch_size(tok):
     model = tiny_model("gpt2", tok)
     base = evaluate(model, tok, limit=40, batch_size=1, progress=False)

@@ -254,6 +254,9 @@ ERRORS = {
 # ---------------------------------------------------------------- SIGKILL at 14 moments, then --resume
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: a CLI run SIGKILLed at a chosen moment, then resumed, against a reference run"
+)
 @pytest.mark.parametrize("name", list(KILLS))
 def test_sigkill_then_resume_equals_uninterrupted(name, server, base, reference, tmp_path):
     faults, files, n_saved, torn = KILLS[name]
@@ -275,6 +278,9 @@ def test_sigkill_then_resume_equals_uninterrupted(name, server, base, reference,
     assert_matches_reference(out, reference, n_saved)
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: a CLI run SIGKILLed at a chosen moment, then resumed, against a reference run"
+)
 def test_killed_again_while_resuming(server, base, reference, tmp_path):
     """A crash, a resume that crashes mid-write too, then a resume that finishes."""
     out = tmp_path / "twice"
@@ -290,6 +296,7 @@ def test_killed_again_while_resuming(server, base, reference, tmp_path):
 # ---------------------------------------------------------------- SIGTERM and SIGINT
 
 
+@pytest.mark.slow(reason="a subprocess per case: a CLI run stopped by a signal, then resumed, against a reference run")
 @pytest.mark.parametrize("name", list(SIGNALS))
 def test_signal_saves_finished_items_and_exits_conventionally(name, server, base, reference, tmp_path):
     signum, expected_code, words = SIGNALS[name]
@@ -333,6 +340,9 @@ def one_error_line(err: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: a CLI run that meets a disk error, then resumed, against a reference run"
+)
 @pytest.mark.parametrize("name", list(ERRORS))
 def test_disk_error_in_a_process_exits_74_and_resume_finishes(name, server, base, reference, tmp_path):
     faults, words, n_saved = ERRORS[name]
@@ -484,6 +494,7 @@ def test_duplicated_line_is_tolerated_and_counted_once(base, reference, tmp_path
 # ---------------------------------------------------------------- one process per out-dir
 
 
+@pytest.mark.slow(reason="two CLI processes at once on one out-dir, one of them SIGKILLed")
 def test_second_process_is_refused_while_a_run_works_and_sigkill_frees_it(
     base, reference, tmp_path, capsys, monkeypatch
 ):

@@ -242,6 +242,7 @@ load_model(sys.argv[1], torch.device("cpu"), torch.float32)
 """
 
 
+@pytest.mark.slow(reason="a subprocess: a GGUF conversion killed while it writes the cache entry")
 def test_writer_killed_mid_write_leaves_nothing_loadable(gguf_file, root, calls):
     p = subprocess.run(
         [sys.executable, "-c", KILL_MID_WRITE, str(gguf_file)],
@@ -314,6 +315,7 @@ def test_unwritable_cache_does_not_stop_the_load(gguf_file, tmp_path, monkeypatc
 # ------------------------------------------------------------------------------- the command line
 
 
+@pytest.mark.slow(reason="whole CLI runs of a GGUF model, with and without the cache")
 def test_cli_reports_the_cache_and_no_cache_touches_nothing(gguf_file, root, tmp_path):
     data = tmp_path / "data-root"
     write_dataset(data)

@@ -74,6 +74,9 @@ def test_read_back_from_the_cache_without_converting_again(tiny, converted, monk
     assert tokenizer_fingerprint(first) == tokenizer_fingerprint(again)
 
 
+@pytest.mark.slow(
+    reason="a real GGUF tokenizer conversion by transformers, reading back the bundled set's 1,750 texts (about 8 s)"
+)
 def test_a_tokenizer_that_reads_back_other_ids_is_refused_and_not_cached(tiny, cache, monkeypatch):
     real = GGUFTokenizer.__call__
     target = probe_texts()[7]
@@ -100,6 +103,9 @@ def test_a_gguf_transformers_cannot_convert_is_one_line(cache, tmp_path):
     assert entries(cache) == []
 
 
+@pytest.mark.slow(
+    reason="a real GGUF tokenizer conversion by transformers, reading back the bundled set's 1,750 texts (about 8 s)"
+)
 def test_no_room_in_the_cache_converts_into_a_temporary_folder(tiny, cache, monkeypatch, capsys):
     class Full:
         free = 1 << 20
@@ -113,6 +119,9 @@ def test_no_room_in_the_cache_converts_into_a_temporary_folder(tiny, cache, monk
     assert set(Path(tempfile.gettempdir()).glob("base-bench-tokenizer-*")) == before  # deleted once read
 
 
+@pytest.mark.slow(
+    reason="a real GGUF tokenizer conversion by transformers, reading back the bundled set's 1,750 texts (about 8 s)"
+)
 def test_no_cache_writes_nothing(tiny, cache):
     before = set(Path(tempfile.gettempdir()).glob("base-bench-tokenizer-*"))
     tok, rec = load_tokenizer(tiny, use_cache=False)

@@ -41,6 +41,7 @@ def dry(tmp_path_factory):
     return out, doc, {c["name"]: c for c in doc["checks"]}, work
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_every_check_ran_on_the_cpu(dry):
     out, doc, checks, work = dry
     assert doc["schema"] == common.SCHEMA and doc["mode"] == "dry-run"
@@ -52,6 +53,7 @@ def test_every_check_ran_on_the_cpu(dry):
     assert not any(work.iterdir())  # the work directory (saved models, runs) is removed at the end
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_exactness_rows(dry):
     _, _, checks, _ = dry
     ex = checks["exactness"]
@@ -77,6 +79,7 @@ def test_exactness_rows(dry):
     assert all(r["predictions_differ"] == 0 for r in toks[:2])
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_bf16_against_fp32_and_batch_auto(dry):
     _, _, checks, _ = dry
     bf = checks["bf16_vs_fp32"]
@@ -92,6 +95,7 @@ def test_bf16_against_fp32_and_batch_auto(dry):
     assert "CUDA only" in ba["forced_oom_tokens"]["skipped"]
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_speed_fields(dry):
     _, _, checks, _ = dry
     sp = checks["speed"]
@@ -119,6 +123,7 @@ def test_speed_fields(dry):
     assert items[0]["positions_with_padding"] == sp["tokens"]["fed_with_padding"]  # evaluate() ran at 8 items
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_evaluate_torchrun_and_device_map(dry):
     _, _, checks, _ = dry
     ev = checks["evaluate"]
@@ -134,6 +139,7 @@ def test_evaluate_torchrun_and_device_map(dry):
     assert dm["vs_one_device"]["max_abs_delta"] <= 1e-4 and dm["same_results_block"]
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_the_gpu_machine_needs_neither_gguf_nor_matplotlib(dry):
     _, doc, _, _ = dry
     imported = doc["imported_project_dependencies"]
@@ -141,6 +147,7 @@ def test_the_gpu_machine_needs_neither_gguf_nor_matplotlib(dry):
     assert all(imported[d] for d in ("torch", "transformers", "tokenizers", "accelerate", "tqdm", "numpy"))
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_markdown_is_rendered_from_the_json(dry, tmp_path):
     out, doc, checks, _ = dry
     md = (out / "gpu_check.md").read_text()
@@ -163,6 +170,7 @@ def test_markdown_is_rendered_from_the_json(dry, tmp_path):
     assert (tmp_path / "gpu_check.md").read_text() == md
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_an_existing_result_is_not_overwritten(dry):
     out, _, _, _ = dry
     before = (out / "gpu_check.json").read_bytes()
@@ -317,6 +325,7 @@ def test_profile_summary_by_hand():
     }
 
 
+@pytest.mark.slow(reason="a subprocess: the dry run of bench/gpu_check.py on the CPU (module fixture, about 2 minutes)")
 def test_gpu_sections_render(dry):
     """The Markdown of a GPU run (fields the dry run leaves empty, filled by hand here)."""
     _, doc, _, _ = dry

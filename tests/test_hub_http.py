@@ -318,6 +318,7 @@ def test_model_errors_are_one_line(fake_hub, monkeypatch, tmp_path, capsys, serv
 # -- the real command line, through HF_ENDPOINT ---------------------------------------------------------
 
 
+@pytest.mark.slow(reason="a real HTTP hub server and whole CLI runs in subprocesses (25 to 60 s)")
 def test_benchmark_py_refuses_hub_data_that_is_not_the_official_file(fake_hub, tmp_path, served):
     """`python benchmark.py` with HF_ENDPOINT: the served file has the card's composition but not its
     SHA-256 (the card's checksum is left as it is), so the run is refused, in one line, exit code 2."""
@@ -338,6 +339,7 @@ OFFICIAL_IS_SERVED = (
 )
 
 
+@pytest.mark.slow(reason="a real HTTP hub server and whole CLI runs in subprocesses (25 to 60 s)")
 def test_official_run_over_http_when_served_bytes_match_the_patched_card_checksum(fake_hub, tmp_path, served):
     """Gated data and a model snapshot over HTTP -> report.json marked official. The card's checksum
     is patched to the served file's SHA-256 (see OFFICIAL_IS_SERVED)."""
@@ -472,6 +474,7 @@ def test_gguf_file_errors_are_one_line(gguf_hub, tmp_path, capsys, gguf_files, m
 # -- offline: HF_HUB_OFFLINE=1 with what is in the cache ----------------------------------------------
 
 
+@pytest.mark.slow(reason="a real HTTP hub server and whole CLI runs in subprocesses (25 to 60 s)")
 def test_offline_runs_from_the_cache_and_says_what_is_not_cached(tmp_path, served, model_files, gguf_files):
     """Fill the Hugging Face cache from the fake Hub (the gated data, a model snapshot, one GGUF of a
     repo), stop the server, and run again with HF_HUB_OFFLINE=1 (HF_ENDPOINT still names the stopped

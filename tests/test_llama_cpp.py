@@ -225,6 +225,7 @@ def test_default_threads_counts_cores_not_hyperthreads(tmp_path, monkeypatch):
     assert default_threads(tmp_path) == 3
 
 
+@pytest.mark.slow(reason="a subprocess: a fresh interpreter, for torch's own choice of threads")
 def test_default_threads_is_torchs_choice_here(monkeypatch):
     """The physical cores from sysfs, as a fresh torch counts them (asked in a new process: a test
     earlier in the session may have set this process's torch threads)."""

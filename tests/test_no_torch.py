@@ -24,10 +24,13 @@ from torchless import run
 HERE = Path(__file__).resolve().parent
 OLD = HERE / "old_runs" / "llama_cpp_torch_tokenizer"
 Q8_0 = 7
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"),
-    reason="llama-cpp-python is not installed (pip install -e '.[llama]')",
-)
+pytestmark = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"),
+        reason="llama-cpp-python is not installed (pip install -e '.[llama]')",
+    ),
+    pytest.mark.slow(reason="a subprocess per case: each run in a child process without torch (tests/torchless.py)"),
+]
 
 
 @pytest.fixture(scope="module")

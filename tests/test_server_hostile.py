@@ -25,7 +25,7 @@ from tiny import tiny_tokenizer
 
 # slow: each case is a whole served run over real HTTP (the start-up check, the /tokenize check of
 # every text, 16 items): 3 to 12 s apiece, about 3 minutes for the module
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(reason="a real server: each case is a served run over HTTP, 3 to 12 s")
 
 LIMIT = "16"  # two batches of 8 items: the first is saved before a mid-run fault
 

@@ -152,6 +152,9 @@ def test_the_backend_refuses_bad_settings_in_one_line():
         ServerBackend("http://127.0.0.1:1/v1", "m", api_key_env="not a name")
 
 
+@pytest.mark.slow(
+    reason="a real HTTP server (the fake Hub) and a subprocess loading the tokenizer from it (about 17 s)"
+)
 def test_the_default_tokenizer_is_the_reported_root_a_folder_here_or_a_hub_id(tmp_path):
     """The root /v1/models reports: a folder on this machine is loaded from there, a Hub id from the
     Hub (the fake one, tests/hubserver.py, in a subprocess with its own HF_HOME), anything else refused."""

@@ -319,6 +319,9 @@ def test_an_entry_owned_by_another_user_is_refused(tiny_gguf, root, capsys):
     _refused_once(tiny_gguf, capsys, entry, "it is owned by another user (uid 4242)", f"rm -rf {entry}")
 
 
+@pytest.mark.slow(
+    reason="real GGUF tokenizer conversions by transformers, each reading back the bundled set's 1,750 texts (about 20 s)"
+)
 def test_the_tokenizer_only_entry_is_checked_too(tiny_gguf, root, tmp_path, capsys, monkeypatch):
     import transformers.dynamic_module_utils as dyn
 

@@ -149,6 +149,9 @@ def one_line_error(p, code=2):
     return lines[0]
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: benchmark.py started as a user starts it, for its one-line error (4 to 6 s each)"
+)
 @pytest.mark.parametrize(
     "argv, says",
     [
@@ -175,6 +178,9 @@ def test_cli_refuses_vllm_flags_with_other_backends(tmp_path):
     )
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: benchmark.py started as a user starts it, for its one-line error (4 to 6 s each)"
+)
 def test_cli_refuses_a_gguf_before_looking_for_vllm(tmp_path):
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF" + bytes(64))
@@ -182,6 +188,9 @@ def test_cli_refuses_a_gguf_before_looking_for_vllm(tmp_path):
     assert "is a GGUF file: score it with --backend llama.cpp" in one_line_error(p)
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: benchmark.py started as a user starts it, for its one-line error (4 to 6 s each)"
+)
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed in this Python")
 def test_cli_without_vllm_says_how_to_install_it(tmp_path):
     model = tmp_path / "model"
@@ -195,6 +204,9 @@ def test_cli_without_vllm_says_how_to_install_it(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow(
+    reason="a subprocess per case: benchmark.py started as a user starts it, for its one-line error (4 to 6 s each)"
+)
 def test_cli_with_a_broken_vllm_says_it_does_not_import(tmp_path):
     """A vLLM whose import fails (as it does with a torchvision built for another torch) is one line too."""
     fake = tmp_path / "site" / "vllm"

@@ -12,7 +12,11 @@ import textwrap
 import venv
 from pathlib import Path
 
+import pytest
+
 from tiny import save_tiny
+
+pytestmark = pytest.mark.slow(reason="a subprocess: builds the wheel, installs it into a fresh venv and runs there")
 
 ROOT = Path(__file__).resolve().parents[1]
 

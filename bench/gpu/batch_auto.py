@@ -27,8 +27,8 @@ import logging
 import time
 import traceback
 
-from gpu.common import FP32_TARGET, Check, compare, one_line, report_scores, sync
-from gpu.context import Ctx
+from gpu.common import FP32_TARGET, compare, one_line, report_scores, sync
+from gpu.context import Check, Ctx
 
 log = logging.getLogger("base_bench")
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import statistics
 
-from gpu.common import EVAL_BATCH, Check, compare, margin
-from gpu.context import Ctx
+from gpu.common import EVAL_BATCH, compare, margin
+from gpu.context import Check, Ctx
 
 
 def check_bf16_vs_fp32(ctx: Ctx) -> dict:

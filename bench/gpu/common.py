@@ -1,6 +1,7 @@
-"""What the GPU checks share besides the models: the constants and targets, the `Check` record
-the runner lists, and the small pure helpers (comparing two score lists, JSON-safe values).
-Imports no model library at import time.
+"""What the GPU checks share besides the models: the constants and targets, and the small pure
+helpers (comparing two score lists, JSON-safe values). Imports no model library at import time, and
+no other module of the package: every other module imports this one (the `Check` record the runner
+lists is in gpu/context.py, beside the `Ctx` its function takes).
 
     from gpu.common import compare, FP32_TARGET
     c = compare(got, ref, ids)          # per-choice |delta| and the items whose prediction differs
@@ -12,15 +13,11 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from gpu.context import Ctx
+import benchlib
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = benchlib.ROOT  # this checkout, which importing benchlib put first on sys.path
 SCHEMA = "base-bench-gpu-check/1"
 
 BATCH_SIZES = (1, 8, 32)
@@ -42,18 +39,6 @@ LM_HEAD_MODES = (
 
 class UsageError(Exception):
     """Bad flags or a missing file: one line on stderr, exit 2."""
-
-
-@dataclass(frozen=True)
-class Check:
-    """One check of the run: its name (for --only), its title (in the Markdown), the function that
-    measures it, and the seconds it is given (estimates; the run skips a check that would not fit)."""
-
-    name: str
-    title: str
-    fn: Callable[[Ctx], dict]
-    estimate_s: float  # on the H200; a guess until the first run there
-    estimate_dry_s: float
 
 
 # ------------------------------------------------------------------------------------ small helpers

@@ -1,5 +1,6 @@
-"""The state the GPU checks share: `Ctx` builds each model, encoding and score once, on first use,
-and hands it to any check that asks, so that any check can run alone (`--only NAME`).
+"""The state the GPU checks share, and the record of one check. `Ctx` builds each model, encoding
+and score once, on first use, and hands it to any check that asks, so that any check can run alone
+(`--only NAME`); `Check` is what each check module exports as CHECK and gpu/run.py lists.
 
     ctx = Ctx(dry=True, budget_s=450, work=Path("/tmp/w"), items=None)
     ref, seconds = ctx.reference("tiny", "float32")            # the card-literal loop
@@ -17,6 +18,8 @@ from __future__ import annotations
 import copy
 import gc
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpu.common import DRY_ITEMS, EVAL_BATCH, sync
@@ -168,3 +171,15 @@ class Ctx:
             import torch
 
             torch.cuda.empty_cache()
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check of the run: its name (for --only), its title (in the Markdown), the function that
+    measures it, and the seconds it is given (estimates; the run skips a check that would not fit)."""
+
+    name: str
+    title: str
+    fn: Callable[[Ctx], dict]
+    estimate_s: float  # on the H200; a guess until the first run there
+    estimate_dry_s: float

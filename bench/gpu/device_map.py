@@ -23,8 +23,8 @@ import os
 import sys
 from pathlib import Path
 
-from gpu.common import EVAL_BATCH, ROOT, SAME_TARGET, Check, compare, report_scores
-from gpu.context import Ctx
+from gpu.common import EVAL_BATCH, ROOT, SAME_TARGET, compare, report_scores
+from gpu.context import Check, Ctx
 from gpu.procs import run_subprocess, run_together
 
 

@@ -15,8 +15,8 @@ How long: estimated 15 s on an H200 (a guess until the first GPU run), 2 s in th
 
 from __future__ import annotations
 
-from gpu.common import EVAL_BATCH, SAME_TARGET, Check, compare, report_scores, run_facts
-from gpu.context import Ctx
+from gpu.common import EVAL_BATCH, SAME_TARGET, compare, report_scores, run_facts
+from gpu.context import Check, Ctx
 
 
 def check_evaluate(ctx: Ctx) -> dict:

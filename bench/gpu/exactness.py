@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import statistics
 
-from gpu.common import BATCH_SIZES, FP32_TARGET, LM_HEAD_MODES, SCORER_NAMES, Check, compare, one_line
-from gpu.context import Ctx
+from gpu.common import BATCH_SIZES, FP32_TARGET, LM_HEAD_MODES, SCORER_NAMES, compare, one_line
+from gpu.context import Check, Ctx
 from gpu.models import BIG, TINY
 
 TOKEN_BUDGET = 1024  # the packed scorer's token budgets: this one (a quarter of all if that is less), and all

