@@ -23,7 +23,9 @@ from base_bench.items.dataset import bundled_path
 
 from tiny import tiny_tokenizer
 
-pytestmark = pytest.mark.slow  # served runs over real HTTP: a few seconds each
+pytestmark = pytest.mark.slow(
+    reason="a real server: served runs over HTTP to tests/hostileserver.py, a few seconds each"
+)
 
 V = 500
 

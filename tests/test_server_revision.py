@@ -18,7 +18,7 @@ from hostileserver import HostileServer
 from hubserver import FakeHub
 from tiny import tiny_tokenizer
 
-pytestmark = pytest.mark.slow  # served runs in a subprocess: a few seconds each
+pytestmark = pytest.mark.slow(reason="a subprocess per case: served runs, a few seconds each")
 
 ROOT = Path(__file__).resolve().parents[1]
 
