@@ -18,8 +18,8 @@ as in a training job: the model is loaded in this process, the peak-RSS mark is 
 before the call is the extra memory. For scale it also measures, the same way, one forward pass of
 the first (longest) batch alone: "about one batch's activations" means the two are close. Linux only.
 
-bench/RESULTS.md: "Memory" (with -- --backend llama.cpp) and the peak-RSS row of "Reading the table against
-the targets" (the line it prints).
+bench/RESULTS.md: "Memory" (with -- --backend llama.cpp) and, with --api, "evaluate() in a training
+process: memory it adds".
 """
 
 from __future__ import annotations

@@ -19,6 +19,10 @@ The fault comes from environment variables, so the production code has no test h
                                    PATH.<rank> (to check that all ranks call the model equally often)
     RANKRUN_AS_GPU=1               every rank's backend says it is on cuda while the model stays on
                                    the CPU, so `--batch-size auto` searches as it does on a GPU
+    RANKRUN_TEARDOWN=term          that rank sends itself SIGTERM as it starts destroying its process
+                                   group (as torchrun does to the ranks still running once one has
+                                   exited), then writes "destroyed" to RANKRUN_LOG.<rank> once the
+                                   group is gone
 
 The out-of-memory faults wrap the packed scorer's forward (`score_rows`), which the start-up
 packing check also goes through.
@@ -79,6 +83,18 @@ if fault and rank == int(os.environ.get("RANKRUN_RANK", "1")):
     elif kind == "arg":
         flag, _, new = value.partition("=")
         argv[argv.index(flag) + 1] = new
+
+if os.environ.get("RANKRUN_TEARDOWN") == "term" and rank == int(os.environ.get("RANKRUN_RANK", "1")):
+    import torch.distributed as dist
+
+    real_destroy = dist.destroy_process_group
+
+    def destroy_under_sigterm(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_destroy(*args, **kwargs)
+        Path(f"{os.environ['RANKRUN_LOG']}.{rank}").write_text("destroyed")
+
+    dist.destroy_process_group = destroy_under_sigterm
 
 if os.environ.get("RANKRUN_AS_GPU"):
     real_init = TransformersBackend.__init__

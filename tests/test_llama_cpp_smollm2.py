@@ -102,7 +102,7 @@ def test_cli_run_reports_llama_cpp(tmp_path):
 
 
 def test_readme_llama_cpp_example_runs(tmp_path, monkeypatch, capsys):
-    """docs/backends.md's "Which backend" section: its Python block as written, and its base-bench line
+    """docs/backends.md's llama.cpp section: its Python block as written, and its base-bench line
     with the SmolLM2 file for the model and a limit."""
     import re
     import shlex
@@ -110,7 +110,7 @@ def test_readme_llama_cpp_example_runs(tmp_path, monkeypatch, capsys):
     from base_bench.commands.cli import main
 
     text = (ROOT / "docs" / "backends.md").read_text()
-    start = text.index("\n## Which backend: transformers or llama.cpp\n")
+    start = text.index("\n## llama.cpp: `--backend llama.cpp`\n")
     section = text[start : text.find("\n## ", start + 1)]
     code = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     assert len(code) == 1

@@ -18,6 +18,7 @@ import logging
 import re
 import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -388,7 +389,12 @@ def run(args) -> int:
         if owned:
             from ..engine.distributed import leave
 
-            leave(failed=sys.exc_info()[0] is not None)
+            failing = sys.exc_info()[0] is not None
+            held = leave(failed=failing)
+            if failing:
+                _ENDING.set()  # the run ends on its error: a signal from now on changes nothing
+            elif held:
+                raise Stopped(held[0])
 
 
 def _open_data(args):
@@ -746,6 +752,11 @@ def _show_notes() -> None:
         disable_progress_bars()
 
 
+# Set once a torchrun rank has left its process group on an error: from then on SIGINT and SIGTERM
+# are ignored, so the rank exits with the error's code (2) rather than by torchrun's SIGTERM.
+_ENDING = threading.Event()
+
+
 class Stopped(BaseException):
     """SIGINT or SIGTERM arrived. Raised by the signal handler, it unwinds the run as Ctrl-C does:
     the out-dir lock is released, and the finished items (each fsynced as it finished) stay."""
@@ -775,7 +786,10 @@ def _stop_on_signals():
         yield
     finally:
         for s, handler in old.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+            if _ENDING.is_set():  # torchrun's SIGTERM to a rank leaving on an error: exit with the error's code
+                signal.signal(s, signal.SIG_IGN)
+            else:
+                signal.signal(s, handler if handler is not None else signal.SIG_DFL)
 
 
 def _stopped_line(signum: int, args) -> str:
@@ -819,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return import_module(f".{argv[0]}", __package__).main(argv[1:])
     args = None
+    _ENDING.clear()
     _register_env_secrets()
     try:
         if argv and argv[0] == "run":

@@ -24,6 +24,7 @@ forward is a collective that all ranks must join.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
@@ -214,18 +215,49 @@ def init_from_env(device_type: str, timeout_s: float) -> tuple[Ranks, bool]:
     return Ranks.current(), True
 
 
-def leave(failed: bool, wait_s: float = 30) -> None:
-    """Destroy the process group this process initialised. After an error the ranks first wait for
-    each other (at most `wait_s` on gloo), so that no rank tears its connections down while another
-    is still closing its own: under load that race aborted a rank with SIGABRT instead of exit 2."""
+@contextmanager
+def signals_held():
+    """SIGINT and SIGTERM are recorded, not acted on, in the block (on the main thread; elsewhere
+    Python delivers no signal to handlers anyway). Yields the list of those that arrived."""
+    got: list[int] = []
+    old = {}
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            old[s] = signal.signal(s, lambda signum, frame: got.append(signum))
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield got
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+
+
+def leave(failed: bool, wait_s: float = 30) -> list[int]:
+    """Destroy the process group this process initialised, with SIGINT and SIGTERM held until it is
+    gone; returns the signals that arrived meanwhile (the caller acts on them).
+
+    After an error the ranks first wait for each other (at most `wait_s` on gloo), so that no rank
+    tears its connections down while another is still closing its own. The signals are held
+    because torchrun sends SIGTERM to the ranks still running as soon as one rank has exited: a
+    handler that raised in the middle of the barrier or of destroy_process_group left the group
+    half torn down, and gloo's objects were then freed while the interpreter shut down, which
+    could abort the rank (SIGABRT) instead of letting it exit 2. The group is destroyed even when
+    the barrier fails (a rank is gone), so nothing of it is left for the interpreter's shutdown."""
     import torch.distributed as dist
 
-    if failed:
+    with signals_held() as got:
+        if failed:
+            try:
+                if dist.get_backend() == "gloo":
+                    dist.monitored_barrier(timeout=timedelta(seconds=wait_s))
+                else:
+                    dist.barrier()
+            except Exception:  # noqa: BLE001 - a rank is gone; destroy without the handshake
+                pass
         try:
-            if dist.get_backend() == "gloo":
-                dist.monitored_barrier(timeout=timedelta(seconds=wait_s))
-            else:
-                dist.barrier()
-        except Exception:  # noqa: BLE001 - a rank is gone; leave without the handshake
-            return
-    dist.destroy_process_group()
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - after an error a peer may have closed first: the run's error stands
+            if not failed:
+                raise
+    return got
