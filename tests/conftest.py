@@ -53,6 +53,27 @@ def vllm_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory):
+    """A tiny tokenizer saved to a folder, once per module (the hostile server's and the client's)."""
+    from tiny import tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tok")
+    tiny_tokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture
+def server(tok_dir):
+    """A fresh tests/hostileserver.py on 127.0.0.1 with that tokenizer, honest until a test sets its mode."""
+    from hostileserver import HostileServer
+    from transformers import AutoTokenizer
+
+    srv = HostileServer(AutoTokenizer.from_pretrained(tok_dir)).start()
+    yield srv
+    srv.close()
+
+
 def pytest_collection_modifyitems(config, items):
     """The two tiers. `python -m pytest -q -m "not slow"` is the fast tier a contributor runs: every
     module's logic, in a few minutes on two cores. `python -m pytest -q` is the full suite, what CI

@@ -14,14 +14,12 @@ import logging
 from pathlib import Path
 
 import pytest
-from hostileserver import JITTER, HostileServer
+from hostileserver import JITTER
 
 from base_bench.backends.prompt_logprobs import SPREAD_MAX, check_engine, check_spread_max, loosened
 from base_bench.commands.cli import main
 from base_bench.errors import EngineCheckError, UsageError
 from base_bench.items.dataset import bundled_path
-
-from tiny import tiny_tokenizer
 
 pytestmark = pytest.mark.slow(
     reason="a real server: served runs over HTTP to tests/hostileserver.py, a few seconds each"
@@ -70,22 +68,6 @@ def test_a_run_checked_at_the_cards_limit_or_below_stays_as_it_was():
     for bad in (0, -1.0, float("nan"), float("inf"), True, "0.1"):
         with pytest.raises(UsageError, match="--max-spread must be a number of nats per token above 0"):
             check_spread_max(bad)
-
-
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer().save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture
-def server(tok_dir):
-    from transformers import AutoTokenizer
-
-    srv = HostileServer(AutoTokenizer.from_pretrained(tok_dir)).start()
-    yield srv
-    srv.close()
 
 
 def run(capsys, srv, out_dir: Path, tok_dir, *extra):

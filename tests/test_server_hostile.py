@@ -21,29 +21,11 @@ from base_bench.commands.cli import main
 from base_bench.engine.runstore import PARTIAL
 from base_bench.items.dataset import bundled_path
 
-from tiny import tiny_tokenizer
-
 # slow: each case is a whole served run over real HTTP (the start-up check, the /tokenize check of
 # every text, 16 items): 3 to 12 s apiece, about 3 minutes for the module
 pytestmark = pytest.mark.slow(reason="a real server: each case is a served run over HTTP, 3 to 12 s")
 
 LIMIT = "16"  # two batches of 8 items: the first is saved before a mid-run fault
-
-
-@pytest.fixture(scope="module")
-def tok_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("tok")
-    tiny_tokenizer().save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture
-def server(tok_dir):
-    from transformers import AutoTokenizer
-
-    srv = HostileServer(AutoTokenizer.from_pretrained(tok_dir)).start()
-    yield srv
-    srv.close()
 
 
 @pytest.fixture
