@@ -102,6 +102,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def torchrun_cmd(ranks: int, script: Path, *args: str) -> list[str]:
+    """`torchrun --nproc_per_node RANKS SCRIPT ARGS` as this Python runs it, on a free port."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
+            "--master_port", str(free_port()), str(script), *args]  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------ child scripts
 
 

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from benchlib import ROOT, free_port, markdown_table, timed, timed_call
+from benchlib import ROOT, markdown_table, timed, timed_call, torchrun_cmd
 from speed import machine
 
 
@@ -61,19 +61,7 @@ def run(kind: str, model: str, out: Path, limit: int | None) -> dict:
     if kind == "1x2":
         cmd = [sys.executable, str(ROOT / "benchmark.py"), *flags, "--threads", "2"]
     else:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--master_port",
-            str(free_port()),
-            str(ROOT / "benchmark.py"),
-            *flags,
-            "--threads",
-            "1",
-        ]
+        cmd = torchrun_cmd(2, ROOT / "benchmark.py", *flags, "--threads", "1")
     p, wall = timed_call(
         subprocess.run, cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
     )

@@ -31,7 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchlib import ROOT, free_port, markdown_table
+from benchlib import ROOT, markdown_table, torchrun_cmd
 
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -53,26 +53,9 @@ def one_run(root: Path, n: int, teardown_sigterm: bool, log: Path | None = None)
     env = {**os.environ, "RANKRUN_FAULT": f"arg:--local-data={root / 'other'}", "OMP_NUM_THREADS": "1"}
     if teardown_sigterm:
         env.update(RANKRUN_TEARDOWN="term", RANKRUN_LOG=str(root / f"teardown-{n}"))
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc_per_node",
-        "2",
-        "--master_port",
-        str(free_port()),
-        str(ROOT / "tests" / "rankrun.py"),
-        "--model",
-        str(root / "tiny"),
-        "--local-data",
-        str(root / "data"),
-        "--device",
-        "cpu",
-        "--out-dir",
-        str(root / f"out-{n}"),
-        "--dist-timeout",
-        "60",
-    ]
+    flags = ["--model", str(root / "tiny"), "--local-data", str(root / "data"), "--device", "cpu"]
+    flags += ["--out-dir", str(root / f"out-{n}"), "--dist-timeout", "60"]
+    cmd = torchrun_cmd(2, ROOT / "tests" / "rankrun.py", *flags)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     codes = exit_codes(p.stderr)
     if log is not None:  # one line a run as it ends, so a long series stopped early still counts
