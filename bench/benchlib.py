@@ -1,6 +1,6 @@
 """What the bench scripts share, so that each script holds only what it measures: this checkout's
 root (importing this module puts it first on sys.path, so `base_bench` is this checkout's and not an
-installed copy), loading a model on the CPU, timing, the machine's CPU and memory, a free port, the
+installed copy), loading a model on the CPU, timing, the GEMM rate, the machine's CPU and memory, a free port, the
 SmolLM2 GGUF the scripts default to, a child script's JSON line, and Markdown tables.
 
     from benchlib import ROOT, load_cpu_model, markdown_table, timed_call
@@ -70,6 +70,24 @@ def timed(fn: Callable[[], object], repeat: int = 5) -> float:
     for _ in range(repeat):
         fn()
     return (time.perf_counter() - t) / repeat
+
+
+def gemm_rate(threads: int, hidden: int = 576, inter: int = 1536, tokens: int = 1024) -> float:
+    """FLOP/s of SmolLM2-sized projections (q/k/v/o, gate/up/down) on `tokens` rows, on `threads`
+    threads: the machine's speed now (it drifts, so take it beside every timing)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    shapes = [(hidden, hidden), (192, hidden), (192, hidden), (hidden, hidden), (inter, hidden), (inter, hidden),
+              (hidden, inter)]  # fmt: skip
+    flops = seconds = 0.0
+    for out_f, in_f in shapes:
+        w, x = torch.randn(out_f, in_f), torch.randn(tokens, in_f)
+        seconds += timed(lambda x=x, w=w: torch.nn.functional.linear(x, w))
+        flops += 2.0 * tokens * out_f * in_f
+    torch.set_num_threads(before)
+    return flops / seconds
 
 
 # ------------------------------------------------------------------------------------ the machine

@@ -28,31 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-from benchlib import ROOT, markdown_table, timed, timed_call, torchrun_cmd
+from benchlib import ROOT, gemm_rate, markdown_table, timed_call, torchrun_cmd
 from speed import machine
-
-
-def gemm_rate(threads: int, hidden: int = 576, inter: int = 1536, tokens: int = 1024) -> float:
-    """FLOP/s of SmolLM2-sized projections (q/k/v/o, gate/up/down) on `tokens` rows."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    shapes = [
-        (hidden, hidden),
-        (192, hidden),
-        (192, hidden),
-        (hidden, hidden),
-        (inter, hidden),
-        (inter, hidden),
-        (hidden, inter),
-    ]
-    flops = seconds = 0.0
-    for out_f, in_f in shapes:
-        w, x = torch.randn(out_f, in_f), torch.randn(tokens, in_f)
-        seconds += timed(lambda x=x, w=w: torch.nn.functional.linear(x, w))
-        flops += 2.0 * tokens * out_f * in_f
-    torch.set_num_threads(before)
-    return flops / seconds
 
 
 def run(kind: str, model: str, out: Path, limit: int | None) -> dict:

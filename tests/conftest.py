@@ -6,6 +6,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from tiers import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: E402,F401  (the tiers, the groups)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def gguf_cache_root(tmp_path_factory):
@@ -72,19 +74,3 @@ def server(tok_dir):
     srv = HostileServer(AutoTokenizer.from_pretrained(tok_dir)).start()
     yield srv
     srv.close()
-
-
-def pytest_collection_modifyitems(config, items):
-    """The two tiers. `python -m pytest -q -m "not slow"` is the fast tier a contributor runs: every
-    module's logic, in a few minutes on two cores. `python -m pytest -q` is the full suite, what CI
-    runs. A test that needs a real model is marked `integration`, and so `slow` too. A test marked
-    `slow` says why in the marker's reason (a real server, a real model, a subprocess per case, a
-    browser): a bare `slow` is refused here, so the fast tier never loses a test without a reason."""
-    bare = []
-    for item in items:
-        if item.get_closest_marker("integration") and not item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.slow(reason="integration: a real model"))
-        if any(not m.kwargs.get("reason") for m in item.iter_markers("slow")):
-            bare.append(item.nodeid)
-    if bare:
-        raise pytest.UsageError("marked slow without a reason (pytest.mark.slow(reason=...)): " + ", ".join(bare[:5]))

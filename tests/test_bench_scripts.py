@@ -256,3 +256,33 @@ def test_the_machine_and_the_model_locations(monkeypatch):
     assert found is None or found.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert lib.smollm2_gguf() is None
+
+
+# ---------------------------------------------------------------- bench/suite_times.py
+
+
+@pytest.mark.parametrize(
+    "tail, want",
+    [
+        ("..s.\n==== 1990 passed, 1 skipped in 4797.12s (1:19:57) ====\n", ({"passed": 1990, "skipped": 1}, 4797.12)),
+        ("= 5 failed, 1991 passed, 1 skipped, 2 warnings in 12.50s =", ({"failed": 5, "passed": 1991, "skipped": 1, "warnings": 2}, 12.5)),
+        ("== 3 passed in 1.00s ==\n== 1 error in 2.00s ==", ({"error": 1}, 2.0)),  # the last summary counts
+    ],
+)  # fmt: skip
+def test_suite_times_reads_pytests_summary(tail, want):
+    assert bench_script("suite_times").parse(tail) == want
+
+
+def test_suite_times_commands_and_ratio():
+    st = bench_script("suite_times")
+    assert st.command("fast", 1)[1:] == ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow"]
+    assert st.command("full", 2)[-2:] == ["-n", "2"] and "not slow" not in st.command("full", 2)
+    run = {"counts": {"passed": 10}, "load": [0.5, 1.5], "gemm_gflops": [100.0, 98.0], "returncode": 0}
+    results = [
+        run | {"tier": "full", "workers": 1, "wall_s": 300.0},
+        run | {"tier": "full", "workers": 2, "wall_s": 200.0},
+    ]
+    assert st.ratios(results) == ["full: 1.50× as fast on 2 workers as on 1"]
+    assert "| full | 2 | 10 passed | 200 s | 0.50 → 1.50 | 100 → 98 |" in st.rows(results)
+    with pytest.raises(ValueError):
+        st.parse("no summary")

@@ -180,7 +180,7 @@ def ci_steps(text: str) -> list[str]:
 def test_readme_test_command_is_what_ci_runs():
     command2 = next(b for b in code_blocks(README) if b.lang == "bash" and "pytest" in b.code)
     readme, ci = ci_steps(command2.code), ci_steps((ROOT / ".ci" / "run").read_text())
-    assert readme[-1] == ci[-1] == "python -m pytest -q"
+    assert readme[-1] == ci[-1] == "python -m pytest -q -n 2"
     it = iter(ci)  # every README step, in order, among CI's (which may add some, such as upgrading pip)
     missing = [s for s in readme if s not in it]
     assert not missing, f"README command 2 steps not run by .ci/run (in this order): {missing}"
