@@ -26,7 +26,8 @@ import time
 from benchlib import ROOT, cpu_name, gemm_rate, markdown_table
 
 TIERS = {"fast": ["-m", "not slow"], "full": []}
-SUMMARY = re.compile(r"=+ (.*?) in ([\d.]+)s")
+# pytest's last line: "2 failed, 2002 passed, 1 skipped in 2063.45s (0:34:23)" (-q), or between "="s
+SUMMARY = re.compile(r"^=*\s*(\d+ \w+(?:, \d+ \w+)*) in ([\d.]+)s\b", re.M)
 
 
 def command(tier: str, workers: int) -> list[str]:
@@ -42,7 +43,8 @@ def counts(summary: str) -> dict[str, int]:
 
 
 def parse(output: str) -> tuple[dict[str, int], float]:
-    """The counts and pytest's own seconds from the end of a run's output."""
+    """The counts and pytest's own seconds from the last summary line of a run's output (a test's
+    own output may hold another pytest's summary before it)."""
     found = SUMMARY.findall(output)
     if not found:
         raise ValueError("no pytest summary line in the output")

@@ -267,6 +267,7 @@ def test_the_machine_and_the_model_locations(monkeypatch):
         ("..s.\n==== 1990 passed, 1 skipped in 4797.12s (1:19:57) ====\n", ({"passed": 1990, "skipped": 1}, 4797.12)),
         ("= 5 failed, 1991 passed, 1 skipped, 2 warnings in 12.50s =", ({"failed": 5, "passed": 1991, "skipped": 1, "warnings": 2}, 12.5)),
         ("== 3 passed in 1.00s ==\n== 1 error in 2.00s ==", ({"error": 1}, 2.0)),  # the last summary counts
+        ("=== 2 passed in 0.02s ===\n...\n2 failed, 2002 passed in 2063.45s (0:34:23)\n", ({"failed": 2, "passed": 2002}, 2063.45)),
     ],
 )  # fmt: skip
 def test_suite_times_reads_pytests_summary(tail, want):

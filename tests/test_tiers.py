@@ -4,6 +4,7 @@ a module's tests share a worker, the tests that use the vLLM server share one wh
 and the heaviest group starts first."""
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -31,7 +32,10 @@ def record(name):
 """
 
 
-def suite(pytester, **modules):
+def suite(pytester, monkeypatch, **modules):
+    # this suite may itself run on an xdist worker, whose variables the inner run would inherit
+    for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")]:
+        monkeypatch.delenv(name)
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(**{name: RECORD + textwrap.dedent(body) for name, body in modules.items()})
 
@@ -42,9 +46,10 @@ def ran(pytester, log, *args):
     return result, lines
 
 
-def test_a_slow_marker_without_a_reason_stops_the_collection(pytester):
+def test_a_slow_marker_without_a_reason_stops_the_collection(pytester, monkeypatch):
     suite(
         pytester,
+        monkeypatch,
         test_bare="""
         @pytest.mark.slow
         def test_bare(): record("bare")
@@ -60,6 +65,7 @@ def test_integration_is_slow_and_the_fast_tier_leaves_it_out(pytester, monkeypat
     monkeypatch.setenv("TIERS_LOG", str(log))
     suite(
         pytester,
+        monkeypatch,
         test_mix="""
         @pytest.mark.integration
         def test_model(): record("model")
@@ -78,6 +84,7 @@ def test_under_two_workers_modules_and_the_vllm_server_keep_together(pytester, m
     many = "".join(f"def test_{i}(): record('{{m}}{i}')\n" for i in range(6))
     suite(
         pytester,
+        monkeypatch,
         test_a=many.replace("{m}", "a"),
         test_b=many.replace("{m}", "b"),
         test_c=many.replace("{m}", "c"),
@@ -121,6 +128,7 @@ def test_without_workers_the_order_is_the_files(pytester, monkeypatch):
     monkeypatch.setenv("TIERS_LOG", str(log))
     suite(
         pytester,
+        monkeypatch,
         test_a="def test_a(): record('a')\n",
         test_z="""
             def test_served(vllm_server): record("z")
