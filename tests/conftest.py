@@ -24,6 +24,17 @@ def gguf_cache_root(tmp_path_factory):
         os.environ["BASE_BENCH_CACHE"] = old
 
 
+@pytest.fixture(autouse=True)
+def fresh_datatrove_folders():
+    """datatrove's folders (DataFolder, an fsspec filesystem) are cached per process by the path they
+    were given: "logs/filter" is the folder it first named, even after a chdir. A page run from another
+    test's folder would find that folder's completions and write nothing, as under `-n 2` when
+    test_readme.py ran docs/contamination.md before test_contamination_docs.py on the same worker."""
+    yield
+    if "datatrove.io" in sys.modules:
+        sys.modules["datatrove.io"].DataFolder.clear_instance_cache()
+
+
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch):
     """A GGUF cache of this test's own, not made yet: `tmp_path/cache`, set as BASE_BENCH_CACHE."""
