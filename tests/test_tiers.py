@@ -36,8 +36,10 @@ def suite(pytester, monkeypatch, **modules):
     # this suite may itself run on an xdist worker, whose variables the inner run would inherit
     for name in [n for n in os.environ if n.startswith("PYTEST_XDIST_")]:
         monkeypatch.delenv(name)
+    monkeypatch.setenv("TIERS_LOG", str(pytester.path / "log"))
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(**{name: RECORD + textwrap.dedent(body) for name, body in modules.items()})
+    return pytester.path / "log"  # where the tests' record() writes
 
 
 def ran(pytester, log, *args):
@@ -61,9 +63,7 @@ def test_a_slow_marker_without_a_reason_stops_the_collection(pytester, monkeypat
 
 
 def test_integration_is_slow_and_the_fast_tier_leaves_it_out(pytester, monkeypatch):
-    log = pytester.path / "log"
-    monkeypatch.setenv("TIERS_LOG", str(log))
-    suite(
+    log = suite(
         pytester,
         monkeypatch,
         test_mix="""
@@ -79,10 +79,8 @@ def test_integration_is_slow_and_the_fast_tier_leaves_it_out(pytester, monkeypat
 
 
 def test_under_two_workers_modules_and_the_vllm_server_keep_together(pytester, monkeypatch):
-    log = pytester.path / "log"
-    monkeypatch.setenv("TIERS_LOG", str(log))
     many = "".join(f"def test_{i}(): record('{{m}}{i}')\n" for i in range(6))
-    suite(
+    log = suite(
         pytester,
         monkeypatch,
         test_a=many.replace("{m}", "a"),
@@ -124,9 +122,7 @@ def test_under_two_workers_modules_and_the_vllm_server_keep_together(pytester, m
 
 def test_without_workers_the_order_is_the_files(pytester, monkeypatch):
     """The groups and their order are for xdist only: a plain run keeps pytest's order."""
-    log = pytester.path / "log"
-    monkeypatch.setenv("TIERS_LOG", str(log))
-    suite(
+    log = suite(
         pytester,
         monkeypatch,
         test_a="def test_a(): record('a')\n",
