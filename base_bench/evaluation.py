@@ -60,6 +60,7 @@ from .errors import BaseBenchError, ModelError, UsageError
 from .items import card
 from .items.datasource import DataSource, open_data
 from .items.records import ChoiceScore, Item, ItemResult, pick
+from .results.checked import MAX_ABS_LOGPROB
 from .results.report import build_report, dumps, render_markdown
 from .version import __version__
 
@@ -733,7 +734,12 @@ def _step(scorer, batch, dummy, device, ranks: Ranks) -> tuple[str, str, list]:
         return "oom", str(len(batch)) if batch else "0", []  # how many items ran out of memory
     if not batch:
         return "ok", "", []
-    for e, sc in zip(batch, scores):
-        if any(not math.isfinite(c.logprob) for c in sc):
-            return "error:ScoringError", f"item {e.id}: the model gave a non-finite log-prob (try float32)", []
+    for e, sc in zip(batch, scores):  # no JSON file holds a NaN or an infinity, and no reader takes a huge score
+        if any(not (math.isfinite(c.logprob) and abs(c.logprob) <= MAX_ABS_LOGPROB) for c in sc):
+            return (
+                "error:ScoringError",
+                f"item {e.id}: the model gave a log-prob that is not a finite number within ±{MAX_ABS_LOGPROB:g} "
+                "nats (try float32)",
+                [],
+            )
     return "ok", "", [(e.id, [(c.logprob, c.n_tokens) for c in sc]) for e, sc in zip(batch, scores)]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import stat
@@ -72,35 +73,53 @@ def read_regular(path: str | Path, limit: int = MAX_BYTES, follow: bool = True) 
 
 
 def json_depth(raw: bytes | str) -> int:
-    """How deeply the arrays and objects of a JSON text nest (0 for a bare number or string).
+    """How deeply the arrays and objects of a JSON text nest (0 for a bare number or string)."""
+    return json_shape(raw)[0]
 
-    Linear and without recursion: strings are cut out, then the brackets are counted. On text that
-    is not JSON the count may be off; the parser then refuses the text anyway."""
+
+def json_shape(raw: bytes | str) -> tuple[int, int]:
+    """(how deeply the arrays and objects of a JSON text nest, about how many values it holds).
+
+    Linear and without recursion: strings are cut out, then the brackets and commas are counted (the
+    values are the commas plus the arrays and objects plus one, so an empty array counts as a value of
+    its own). On text that is not JSON the counts may be off; the parser then refuses the text anyway."""
     import numpy as np
 
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
     data = _STRING.sub(b"", data)
     if not data:
-        return 0
+        return 0, 1
     step = np.zeros(256, dtype=np.int8)
     step[[ord("["), ord("{")]] = 1
     step[[ord("]"), ord("}")]] = -1
+    counted = np.zeros(256, dtype=bool)
+    counted[[ord("["), ord("{"), ord(",")]] = True
     depth = deepest = 0
+    values = 1
     for start in range(0, len(data), _CHUNK):  # in chunks, so the running sum needs little memory
-        run = np.cumsum(step[np.frombuffer(data[start : start + _CHUNK], dtype=np.uint8)], dtype=np.int64)
+        chunk = np.frombuffer(data[start : start + _CHUNK], dtype=np.uint8)
+        run = np.cumsum(step[chunk], dtype=np.int64)
         deepest = max(deepest, depth + int(run.max()))
         depth += int(run[-1])
-    return deepest
+        values += int(np.count_nonzero(counted[chunk]))
+    return deepest, values
 
 
-def loads(raw: bytes | str, max_depth: int = MAX_DEPTH):
+def loads(raw: bytes | str, max_depth: int = MAX_DEPTH, max_values: int | None = None, strict: bool = False):
     """json.loads, but a ValueError with a one-line message for JSON nested deeper than
-    `max_depth`, and for any other reason the parser gives up (RecursionError included)."""
-    depth = json_depth(raw)
+    `max_depth`, holding more than `max_values` values (when given: each value costs memory once
+    parsed, so a file of a million empty arrays is refused before it is built), and for any other
+    reason the parser gives up (RecursionError included). With `strict`, a number must be one that
+    arithmetic can use: NaN, Infinity, a float that overflows (1e999) and an integer of more than
+    MAX_INT_DIGITS digits are refused."""
+    depth, values = json_shape(raw)
     if depth > max_depth:
         raise ValueError(f"nested {depth} levels deep (at most {max_depth} are read)")
+    if max_values is not None and values > max_values:
+        raise ValueError(f"holds about {values:,} JSON values (at most {max_values:,} are read)")
+    hooks = {"parse_constant": _no_constant, "parse_float": _finite_float, "parse_int": _short_int} if strict else {}
     try:
-        return json.loads(raw)
+        return json.loads(raw, **hooks)
     except json.JSONDecodeError:
         raise
     except RecursionError:
@@ -109,9 +128,31 @@ def loads(raw: bytes | str, max_depth: int = MAX_DEPTH):
         raise ValueError(str(e).splitlines()[0]) from None
 
 
-def load_json(path: str | Path, limit: int = MAX_BYTES, follow: bool = True):
+MAX_INT_DIGITS = 18  # a strict integer fits in 63 bits (and in a float's range)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"a number that is {name} (not standard JSON; a finite number is needed)")
+
+
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"a number too large to use ({text[:20]}{'…' if len(text) > 20 else ''})")
+    return x
+
+
+def _short_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS} are read)")
+    return int(text)
+
+
+def load_json(
+    path: str | Path, limit: int = MAX_BYTES, follow: bool = True, max_values: int | None = None, strict: bool = False
+):
     """read_regular, then UTF-8, then loads: OSError or ValueError (UnicodeDecodeError is one)."""
-    return loads(read_regular(path, limit, follow).decode("utf-8"))
+    return loads(read_regular(path, limit, follow).decode("utf-8"), max_values=max_values, strict=strict)
 
 
 def problem(e: BaseException) -> str:

@@ -18,6 +18,7 @@ import random
 from pathlib import Path
 
 from base_bench.items.records import ChoiceScore, ItemResult, pick
+from base_bench.results import elo
 from base_bench.results.report import build_report
 
 
@@ -61,6 +62,18 @@ def scored_report(
         results=results,
         bootstrap_resamples=resamples,
     )
+
+
+def resummarize(report: dict) -> dict:
+    """Put the results that `report`'s items give back into it, after a test changed an item (the
+    point estimates only: the intervals and expected p, which need the draws, are dropped)."""
+    items = report["items"]
+    report["results"] = elo.summarize(
+        [(it["category"], it["difficulty"], it["item_elo"], it["point_weight"], it["correct"]) for it in items]
+    )
+    for it in items:
+        it.pop("expected_p", None)
+    return report
 
 
 def write_scored(run_dir: Path, report: dict) -> Path:

@@ -16,9 +16,10 @@ from base_bench.commands.cli import main
 from base_bench.commands.compare import build_comparison, load_report, render_markdown, summary_lines, verdict
 from base_bench.items import card
 from base_bench.results import elo
+from base_bench.results.checked import SHA256, data_kind
 
 ROOT = Path(__file__).resolve().parents[1]
-SHA = "5" * 64
+SHA = card.OFFICIAL_SHA256  # the card's data: a report may then be official (make_report's official=True)
 OTHER_SHA = "6" * 64
 DIFFS = ("easy", "medium", "hard")
 
@@ -55,7 +56,8 @@ def make_report(
     ci=False,
     tag="x",
 ) -> dict:
-    """A report.json dict: `correct` is one bool per item (or a set of correct ids)."""
+    """A report.json dict, consistent with itself as the checked reading requires: `correct` is one
+    bool per item (or a set of correct ids); each item's choices score its prediction highest."""
     meta = item_meta(per_category)
     if ids is not None:
         meta = [m for m in meta if m["id"] in ids]
@@ -64,7 +66,8 @@ def make_report(
     items = []
     for m, ok in zip(meta, correct):
         pred = m["label"] if ok else (m["label"] + 1) % 4
-        choices = [{"logprob": -1.0 - k, "n_tokens": 1, "mean_logprob": -1.0 - k} for k in range(4)]
+        lps = [-0.5 if k == pred else -1.0 - k for k in range(4)]
+        choices = [{"logprob": lp, "n_tokens": 1, "mean_logprob": lp} for lp in lps]
         items.append(
             dict(
                 m,
@@ -81,9 +84,17 @@ def make_report(
     results = elo.summarize(
         [(i["category"], i["difficulty"], i["item_elo"], i["point_weight"], i["correct"]) for i in items]
     )
+    for it in items:
+        it["expected_p"] = elo.expected(results["overall"]["elo"], it["item_elo"])
     if ci:
-        for b in [results["overall"], *results["categories"].values()]:
-            b["elo_se"] = 30.0
+        blocks = [
+            (results["overall"], items),
+            *((b, [i for i in items if i["category"] == c]) for c, b in results["categories"].items()),
+        ]
+        for b, sub in blocks:
+            b["elo_se"] = elo.elo_standard_error(
+                b["elo"], [(i["item_elo"], i["point_weight"], float(i["correct"])) for i in sub]
+            )
             b["elo_ci95"] = [b["elo"] - 55.0, b["elo"] + 65.0]
     return {
         "benchmark": f"BananaMind Base Bench {card.VERSION}",
@@ -94,7 +105,11 @@ def make_report(
             "device": "cpu",
             "scoring_version": "mean_logprob/1",
         },
-        "data": {"sha256": sha, "description": "test data", "kind": "modified"},
+        "data": {
+            "sha256": sha,
+            "description": "test data",
+            "kind": data_kind(sha) if SHA256.fullmatch(sha) else "modified",
+        },
         "official": official,
         "non_official_reasons": [] if official else ["test data"],
         "results": results,
@@ -387,7 +402,9 @@ def test_compare_shows_score_agreement_and_backend(tmp_path, capsys):
     b["config"]["backend"] = "llama.cpp"
     b["config"]["dtype"] = "Q4_1"
     for it in b["items"]:
-        it["choices"][0]["logprob"] -= 0.25
+        c = it["choices"][0]
+        c["logprob"] -= 0.25  # below the chosen choice's -0.5 still, whichever it is
+        c["mean_logprob"] = c["logprob"] / c["n_tokens"]
     ra, rb = write_run(tmp_path, "a", a), write_run(tmp_path, "b", b)
     assert run_cli(ra, rb, "--markdown", tmp_path / "c.md") == 0
     out = capsys.readouterr().out

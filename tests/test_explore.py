@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from explorerun import expected_flips, scored_report, write_scored
+from explorerun import expected_flips, resummarize, scored_report, write_scored
 from test_untrusted import EVIL, one_error
 
 from base_bench import explore
@@ -206,9 +206,15 @@ def test_runs_on_two_data_files_are_refused(runs, tmp_path, capsys):
     "change, words",
     [
         (lambda it: it.update(id="no-such-item"), "is not in the data file"),
-        (lambda it: it.update(label=(it["label"] + 1) % 4), "is not the data file's"),
-        (lambda it: it.update(category="commonsense"), "in the data file"),
-        (lambda it: it.update(prediction=7), "is not one of its 4 continuations"),
+        (
+            lambda it: it.update(label=(it["label"] + 1) % 4, correct=it["prediction"] == (it["label"] + 1) % 4),
+            "is not the data file's",
+        ),
+        (
+            lambda it: it.update(category="commonsense", item_elo=900.0, point_weight=1.65, difficulty="medium"),
+            "in the data file",
+        ),
+        (lambda it: it.update(prediction=7), "prediction is not the index of one of its 4 choices"),
         (lambda it: it["choices"].pop(), "3 choice scores for 4 continuations"),
     ],
     ids=["id", "label", "category", "prediction", "choices"],
@@ -216,6 +222,7 @@ def test_runs_on_two_data_files_are_refused(runs, tmp_path, capsys):
 def test_a_report_that_does_not_fit_its_data_is_refused(bundled, tmp_path, capsys, change, words):
     rep = scored_report(bundled, 6, "org/x", limit=20)
     change(rep["items"][0])
+    resummarize(rep)  # consistent with itself, so that only the data file can tell
     run = write_scored(tmp_path / "run", rep)
     assert main(["explore", str(run), "--out-dir", str(tmp_path / "o")]) == 2
     assert words in one_error(capsys.readouterr().err) and not (tmp_path / "o").exists()

@@ -22,6 +22,8 @@ from markdown_it import MarkdownIt
 from test_compare import A_RIGHT, B_RIGHT, SHA, make_report, write_run
 
 from base_bench.commands.cli import main
+from base_bench.commands.compare import build_comparison
+from base_bench.commands.compare import render_markdown as render_compare_md
 from base_bench.engine.runstore import LOCK, PARTIAL, RunStore
 from base_bench.errors import DataError, ReportError, RunError
 from base_bench.items import card
@@ -347,14 +349,19 @@ def test_compare_md_escapes_ids_categories_difficulties_and_dtype(tmp_path):
     for rep in reps:
         for it in rep["items"]:
             it["id"] = EVIL + it["id"]
-            it["difficulty"] = EVIL
             it["selected_text"] = EVIL
-        for it in rep["items"][:50]:
-            it["category"] = EVIL
     runs = [write_run(tmp_path, n, r) for n, r in zip("ab", reps)]
     md = tmp_path / "cmp.md"
     assert main(["compare", *map(str, runs), "--markdown", str(md), "--resamples", "50"]) == 0
     assert_inert(md.read_text())
+    # A report cannot bring its own categories or difficulties (the checked reading refuses any but
+    # the card's), but the page escapes them all the same: rendered from reports that were not read.
+    for rep in reps:
+        for it in rep["items"]:
+            it["difficulty"] = EVIL
+        for it in rep["items"][:50]:
+            it["category"] = EVIL
+    assert_inert(render_compare_md(build_comparison(*reps, resamples=50)))
 
 
 def test_predictions_md_escapes_item_ids_and_texts_from_local_data():
@@ -504,7 +511,7 @@ def test_calibration_binning_tries_a_logarithmic_number_of_targets(monkeypatch):
     "change, words",
     [
         (lambda r: r["items"].extend(dict(r["items"][0], id=f"x{i}") for i in range(100_001)), "at most 100,000"),
-        (lambda r: [it.update(category=f"c{n}") for n, it in enumerate(r["items"])], "at most 100 are read"),
+        (lambda r: [it.update(category=f"c{n}") for n, it in enumerate(r["items"])], "is not one of the card's 7"),
     ],
     ids=["items", "categories"],
 )

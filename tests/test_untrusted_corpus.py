@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from test_contamination_units import _report
+from test_compare import make_report
 
 from base_bench.commands.cli import main
 from base_bench.contamination.corpus import MAX_LINE_BYTES, CorpusError, discover
@@ -305,9 +305,7 @@ def test_contamination_report_reads_a_strangers_scan_in_one_line(tmp_path, capsy
     (tmp_path / "scan").mkdir()
     (tmp_path / "scan" / "contamination.json").write_text(text)
     (tmp_path / "run").mkdir()
-    rep = _report([True, False] * 10)
-    for it in rep["items"]:
-        it.update(difficulty="easy", label=0)  # what load_report checks beyond what rescore reads
+    rep = make_report([True, False] * 11, per_category=3)  # a report that the checked reading accepts
     (tmp_path / "run" / "report.json").write_text(json.dumps(rep))
     code = main(["contamination", "report", str(tmp_path / "run"), "--scan", str(tmp_path / "scan")])
     cap = capsys.readouterr()

@@ -304,7 +304,7 @@ def _publish(root: Path, key: dict, source: Path, need: int, save: Callable[[Pat
         save(tmp)
         _owner_only(tmp)
         manifest = _manifest(tmp, key, source)
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n", encoding="utf-8")
         os.chmod(tmp / MANIFEST, 0o600)
         _fsync(tmp / MANIFEST)
         _fsync(tmp)

@@ -116,7 +116,7 @@ class _DiskMemo:
             fd, tmp = tempfile.mkstemp(prefix=".file-digests-", suffix=".tmp", dir=self.root)
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump({"format": 1, "digests": dict(keep)}, f, separators=(",", ":"))
+                    json.dump({"format": 1, "digests": dict(keep)}, f, separators=(",", ":"), allow_nan=False)
                 os.replace(tmp, self.path)
             except BaseException:
                 with contextlib.suppress(OSError):

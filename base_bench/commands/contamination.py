@@ -261,7 +261,7 @@ def run_probe(args) -> int:
     )
     print(f"rank {res['rank']} of {res['candidates'] + 1}, empirical p-value {res['p_value']:.3g}")
     print("Verdict: " + res["verdict"])
-    _write(outputs, [json.dumps(res, indent=2) + "\n", render_markdown(res, args.model)])
+    _write(outputs, [json.dumps(res, indent=2, allow_nan=False) + "\n", render_markdown(res, args.model)])
     return 0
 
 
@@ -272,7 +272,7 @@ def run_report(args) -> int:
     outputs = _new_outputs(args.out_dir, ["contamination_report.json", "contamination_report.md"])
     res = rescore(load_report(args.run), load_scan(args.scan), resamples=args.resamples, seed=args.seed)
     print(printable("\n".join(summary_lines(res))))
-    _write(outputs, [json.dumps(res, indent=2, ensure_ascii=False) + "\n", render_markdown(res)])
+    _write(outputs, [json.dumps(res, indent=2, ensure_ascii=False, allow_nan=False) + "\n", render_markdown(res)])
     return 0
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from ..errors import BaseBenchError
 from ..items import card
 from ..results import plots
+from ..results.checked import describe_data
 from ..results.markdown import md_cell, md_code, md_text
 from ..results.report import ci_cell, elo_cell, pct_cell
 from ..results.reports_io import (
@@ -47,6 +48,7 @@ from ..results.reports_io import (
 )
 from .cliargs import Parser, add_out_dir, fail, printable
 
+MAX_PLOT_RUNS = 24  # runs drawn in one group's plots (the highest ranked): each plot grows with the runs it draws
 GROUPING_NOTE = (
     "Runs on different data files (different data SHA-256) are never ranked together: each data "
     "file has its own table. Use --strict to refuse such a mix instead."
@@ -141,16 +143,15 @@ def build_leaderboard(reports: list[dict]) -> dict:
         rows = [_row(r, lab, cats) for r, lab in zip(reps, run_labels(reps))]
         for rank, row in enumerate(rows, 1):
             row["rank"] = rank
-        data = reps[0]["data"]
         out.append(
             {
                 "data_sha256": sha,
                 "data_short": short[sha],
-                "data_description": data.get("description")
-                or ("official data" if sha == card.OFFICIAL_SHA256 else "data"),
+                "data_description": describe_data(sha),
                 "official_data": sha == card.OFFICIAL_SHA256,
                 "categories": cats,
                 "rows": rows,
+                "plotted": min(len(rows), MAX_PLOT_RUNS),
             }
         )
     return {
@@ -203,6 +204,12 @@ def table_cells(g: dict) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
+def plot_note(g: dict) -> str | None:
+    """Says that a group's plots leave runs out, when they do."""
+    n = len(g["rows"])
+    return f"The plots draw the {g['plotted']} highest-ranked of these {n} runs." if g["plotted"] < n else None
+
+
 def image_names(board: dict) -> list[dict]:
     """PNG file names per group (plain file names: the hashes are checked hex digits)."""
     return [
@@ -231,6 +238,7 @@ def render_markdown(board: dict, images: list[dict]) -> str:
         out += [
             "",
             "Reports: " + "; ".join(f"{r['rank']}. {md_code(r['report'])}" for r in g["rows"]),
+            *(["", md_text(plot_note(g))] if plot_note(g) else []),
             "",
             f"![Overall and category Elo]({img['category']})",
             "",
@@ -264,6 +272,8 @@ def render_html(board: dict, pngs: list[dict]) -> str:
             cells[1] = f'<td class="label" title="{e(row[1])} — {e(r["model"])} — {e(r["report"])}">{e(row[1])}</td>'
             out.append("<tr>" + "".join(cells) + "</tr>")
         out.append("</tbody></table>")
+        if plot_note(g):
+            out.append(f'<p class="note">{e(plot_note(g))}</p>')
         for key, alt in (("category", "Overall and category Elo"), ("calibration", "Calibration by item Elo")):
             data = base64.b64encode(png[key]).decode("ascii")
             out.append(f'<img alt="{alt}" src="data:image/png;base64,{data}">')
@@ -332,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
         check_outputs(targets, args.force, out_dir=out)
         pngs = []
         for g, _img in zip(board["groups"], names):
-            reps = [next(r for r in reports if r["_path"] == row["report"]) for row in g["rows"]]
-            labels = [row["label"] for row in g["rows"]]
+            shown = g["rows"][: g["plotted"]]
+            reps = [next(r for r in reports if r["_path"] == row["report"]) for row in shown]
+            labels = [row["label"] for row in shown]
             pngs.append(
                 {"category": plots.category_elo_png(reps, labels), "calibration": plots.calibration_png(reps, labels)}
             )

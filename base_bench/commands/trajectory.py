@@ -29,9 +29,19 @@ from pathlib import Path
 
 from ..errors import BaseBenchError, ReportError
 from ..results import plots
+from ..results.checked import describe_data
 from ..results.markdown import md_cell, md_text
 from ..results.report import ci_cell, elo_cell, pct
-from ..results.reports_io import check_finished, check_outputs, display_name, html_page, load_report, write_outputs
+from ..results.reports_io import (
+    MAX_WALK_DEPTH,
+    check_finished,
+    check_outputs,
+    display_name,
+    find_named,
+    html_page,
+    load_report,
+    write_outputs,
+)
 from .cliargs import Parser, add_out_dir, fail, printable
 
 OUTPUTS = {"png": "trajectory.png", "md": "trajectory.md", "html": "trajectory.html"}
@@ -42,7 +52,14 @@ def find_reports(run_dir: str | Path) -> list[dict]:
     root = Path(run_dir).expanduser()
     if not root.is_dir():
         raise ReportError(f"{run_dir}: no such directory")
-    reports = [load_report(p) for p in sorted(root.rglob("report.json"))]
+    paths, deeper = find_named(root, "report.json")
+    if deeper:
+        print(
+            f"note: {deeper} folder(s) lie more than {MAX_WALK_DEPTH} levels below {printable(str(run_dir))}; "
+            "they were not searched",
+            file=sys.stderr,
+        )
+    reports = [load_report(p) for p in paths]
     reports = [r for r in reports if r.get("training_step") is not None]  # load_report checked it is an int
     if not reports:
         raise ReportError(
@@ -95,7 +112,7 @@ def build_trajectory(reports: list[dict]) -> dict:
         "benchmark": first.get("benchmark", "base-bench"),
         "model": ", ".join(models),
         "data_sha256": first["data"]["sha256"],
-        "data_description": first["data"].get("description", ""),
+        "data_description": describe_data(first["data"]["sha256"]),
         "non_official_reasons": list(dict.fromkeys(x for r in reports for x in r.get("non_official_reasons", []))),
         "categories": categories,
         "rows": rows,

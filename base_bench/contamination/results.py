@@ -207,7 +207,9 @@ def write_report(out_dir: str) -> dict:
     timing["report_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rep = build_report(plan, load_hits(str(work)), load_skipped(str(work)), load_task_stats(str(work)), timing)
     documents = rep.pop("_documents")
-    write_atomic(out / "documents.jsonl", "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in documents))
-    write_atomic(out / "contamination.json", json.dumps(rep, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(
+        out / "documents.jsonl", "".join(json.dumps(d, ensure_ascii=False, allow_nan=False) + "\n" for d in documents)
+    )
+    write_atomic(out / "contamination.json", json.dumps(rep, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     write_atomic(out / "contamination.md", render_markdown(rep))
     return rep

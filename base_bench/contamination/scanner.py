@@ -269,7 +269,9 @@ def scan(
         "canaries": [c.text for c in canaries],
         "skipped_at_plan": skipped,
     }
-    (work / "plan.json").write_text(json.dumps(plan, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (work / "plan.json").write_text(
+        json.dumps(plan, indent=1, ensure_ascii=False, allow_nan=False) + "\n", encoding="utf-8"
+    )
     _write_datatrove_index(index, out / "index")
 
     from .steps import CleanCopy, ItemNGramFilter, ScanReport
@@ -337,7 +339,7 @@ def _run(stages, kind, options, workers, out: Path, work: Path, verbose: bool):
                 _raise_task_errors(work)
             if name == "scan":
                 (work / "timing.json").write_text(
-                    json.dumps({"scan_wall_s": round(time.perf_counter() - t0, 3)}) + "\n"
+                    json.dumps({"scan_wall_s": round(time.perf_counter() - t0, 3)}, allow_nan=False) + "\n"
                 )
         return json.loads((out / "contamination.json").read_text(encoding="utf-8"))
     finally:

@@ -90,7 +90,7 @@ class _RankFile:
         self.f = open(self.path.with_suffix(".jsonl.tmp"), "w", encoding="utf-8")
 
     def write(self, obj: dict) -> None:
-        self.f.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.f.write(json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n")
 
     def done(self) -> None:
         self.f.close()
@@ -104,7 +104,7 @@ def write_json(work_dir: str, kind: str, rank: int, obj: dict) -> None:
     p = Path(work_dir) / kind / f"{rank:05d}.json"
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(obj) + "\n", encoding="utf-8")
+    tmp.write_text(json.dumps(obj, allow_nan=False) + "\n", encoding="utf-8")
     os.replace(tmp, p)
 
 

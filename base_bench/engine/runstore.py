@@ -242,7 +242,7 @@ class RunStore:
         except OSError as e:
             raise self._write_failed(e, f"creating {self.dir}") from None
         cfg = {"signature": signature, "signature_sha256": signature_hash(signature), "settings": settings}
-        self.write_text(CONFIG, json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+        self.write_text(CONFIG, json.dumps(cfg, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
     def append(self, result: ItemResult) -> None:
         self.append_many([result])
@@ -254,7 +254,9 @@ class RunStore:
         results = list(results)
         if not results:
             return
-        data = redact_bytes("".join(json.dumps(r.to_json(), sort_keys=True) + "\n" for r in results).encode("utf-8"))
+        data = redact_bytes(
+            "".join(json.dumps(r.to_json(), sort_keys=True, allow_nan=False) + "\n" for r in results).encode("utf-8")
+        )
         path = self.path(PARTIAL)
         try:
             fd = self._open_in_place(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)

@@ -32,6 +32,11 @@ PRIOR_RATING = 1000.0
 PRIOR_WEIGHT = 4.0
 ELO_SCALE = 400.0
 
+# Not on the card, but part of what an official run is: the most a served or batched engine's
+# log-probs may move with what else is computed, in nats per token (--max-spread raises it, and the
+# run is then not official).
+SPREAD_MAX = 1e-3
+
 
 def category_weight(category: str) -> float:
     return CATEGORIES[category][0]

@@ -29,6 +29,14 @@ HUB = "hub"
 HUB_LINE = f"data: the official {card.HUB_DATASET} file: {card.HUB_DATA_FILE} from the Hugging Face Hub (gated)"
 
 
+# report.json's data.description for each kind of data (the pages show it for the kind the checksum gives)
+DESCRIPTIONS = {
+    "official": f"official {card.HUB_DATASET}",
+    "bundled": BUNDLED_NAME,
+    "modified": "modified or unknown data (matches neither the official nor the bundled checksum)",
+}
+
+
 @dataclass(frozen=True)
 class DataSource:
     dataset: Dataset
@@ -87,11 +95,7 @@ def open_data(spec: str | Path | None = None, *, fetch=None, say=None) -> DataSo
     elif kind == "modified":
         reasons.append(f"data SHA-256 {ds.sha256[:12]}… is not the card's official {card.OFFICIAL_SHA256[:12]}…")
     reasons += problems
-    description = {
-        "official": f"official {card.HUB_DATASET}",
-        "bundled": BUNDLED_NAME,
-        "modified": "modified or unknown data (matches neither the official nor the bundled checksum)",
-    }[kind]
+    description = DESCRIPTIONS[kind]
     record = {
         "source": source,
         "path": str(path),

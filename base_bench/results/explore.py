@@ -35,6 +35,7 @@ from collections.abc import Sequence
 
 from ..items import card
 from ..items.records import Item
+from .checked import DATA_LABELS, data_kind
 from .paired import mcnemar_exact
 from .pairing import FLIP_KEYS, flips, pair_items, run_info
 from .reports_io import ReportError, backend_name
@@ -64,10 +65,8 @@ REDACTED_WARNING = (
 
 
 def data_name(record: dict) -> str:
-    kind = record.get("kind")
-    return {"official": "official data", "bundled": "bundled set", "modified": "modified data"}.get(
-        kind, str(record.get("description") or "data")
-    )
+    """The data's name on the page, from its checksum (never from a report's own words)."""
+    return DATA_LABELS[data_kind(record["sha256"])]
 
 
 def _finite(x) -> bool:

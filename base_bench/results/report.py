@@ -110,7 +110,7 @@ def _add_uncertainty(summary: dict, rows: list[tuple], resamples: int, seed: int
 
 
 def dumps(report: dict) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def pct(x: float) -> str:

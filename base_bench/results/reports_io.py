@@ -9,10 +9,10 @@
 through here, and the HTML pages share `html_page`.
 
 A report is a file that someone else may have made, so `load_report` reads it within bounds
-(`untrusted.load_json`: a regular file of at most 256 MiB, JSON at most 64 levels deep) and
-checks every field that is used before it is used: `data.sha256` is 64 lowercase hex digits (it
-names plot files), at most MAX_ITEMS items and MAX_CATEGORIES categories, each item with a
-string id and category and a finite item Elo and weight, results holding numbers where numbers go.
+(`untrusted.load_json`: a regular file of at most 256 MiB, JSON at most 64 levels deep and of at
+most MAX_VALUES values, no NaN, no infinite or huge number) and then checks it with
+`checked.report_problem`, the one checked reading every reader shares: every field of the type
+it must have, and the report's claims (predictions, Elo, accuracies, official) recomputed.
 
 A write never follows a symbolic link and never shares a temporary file: `write_atomic` writes a
 new file made by `tempfile.mkstemp` (O_EXCL, a random name) beside the target and renames it over
@@ -26,22 +26,18 @@ from __future__ import annotations
 import errno
 import glob
 import html
-import math
 import os
-import re
 import stat
 import tempfile
 from pathlib import Path
 
 from .. import untrusted
 from ..errors import ReportError, StorageError
+from .checked import MAX_CATEGORIES, MAX_ITEMS, MAX_STEP, SHA256, report_problem  # noqa: F401 (read from here)
 
-ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct")
-MAX_ITEMS = 100_000  # items in one report (the card's set has 350)
-MAX_CATEGORIES = 100  # distinct categories in one report (the card has 7)
-MAX_ABS_ELO = 100_000.0  # |Elo| of an item or a result (the card's items lie between 700 and 1250)
-MAX_STEP = 2**53  # a training step (a float holds every whole number up to it: the plots need that)
-SHA256 = re.compile(r"[0-9a-f]{64}")
+# JSON values in one report or scan: a report holds about 35 per item, so this is MAX_ITEMS items with
+# room to spare. Parsed, each value costs tens of bytes, so this bounds the memory a file can claim.
+MAX_VALUES = 4_000_000
 TEMP_SUFFIX = ".tmp"  # write_atomic's temporary files: <name>.<random>.tmp beside <name>
 
 
@@ -61,13 +57,16 @@ def load_report(run: str | Path) -> dict:
 
 
 def load_checked(path: Path, problem_of, what: str) -> dict:
-    """A JSON file made by others, read within bounds (untrusted.load_json) and checked by
-    `problem_of(obj) -> phrase or None`; ReportError "PATH: not WHAT (phrase)" if it cannot be used.
-    The dict gets "_path", where it was read from."""
+    """A JSON file made by others, read within bounds (untrusted.load_json: at most MAX_VALUES JSON
+    values, numbers that arithmetic can use) and checked by `problem_of(obj) -> phrase or None`;
+    ReportError "PATH: not WHAT (phrase)" if it cannot be used. The dict gets "_path", where it was
+    read from."""
     try:
-        obj = untrusted.load_json(path)
-    except (OSError, ValueError) as e:
+        obj = untrusted.load_json(path, max_values=MAX_VALUES, strict=True)
+    except OSError as e:
         raise ReportError(f"{path}: {untrusted.problem(e)}") from None
+    except ValueError as e:
+        raise ReportError(f"{path}: not {what} ({untrusted.problem(e)})") from None
     problem = problem_of(obj)
     if problem:
         raise ReportError(f"{path}: not {what} ({problem})")
@@ -75,58 +74,36 @@ def load_checked(path: Path, problem_of, what: str) -> dict:
     return obj
 
 
-def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+MAX_WALK_DEPTH = 32  # folder levels searched below a root for report.json files
+MAX_WALK_ENTRIES = 1_000_000  # directory entries looked at in one search
 
 
-def report_problem(rep) -> str | None:
-    """Why `rep` cannot be used as a report (one short phrase), or None. Checks every field that
-    the commands use, so that no command fails later on a wrong type or an absurd size."""
-    if not isinstance(rep, dict):
-        return "top level is not an object"
-    if not isinstance(rep.get("data"), dict) or not isinstance(rep["data"].get("sha256"), str):
-        return "no data.sha256"
-    if not SHA256.fullmatch(rep["data"]["sha256"]):
-        return "data.sha256 is not 64 lowercase hex digits"
-    items = rep.get("items")
-    if not isinstance(items, list) or not items:
-        return "no items"
-    if len(items) > MAX_ITEMS:
-        return f"{len(items)} items; at most {MAX_ITEMS:,} are read"
-    categories = set()
-    for n, it in enumerate(items):
-        missing = [k for k in ITEM_KEYS if not isinstance(it, dict) or k not in it]
-        if missing:
-            return f"item {n} lacks {', '.join(missing)}"
-        if not isinstance(it["id"], str) or not isinstance(it["category"], str):
-            return f"item {n}: id and category must be strings"
-        if not (_number(it["item_elo"]) and abs(it["item_elo"]) <= MAX_ABS_ELO):
-            return f"item {n}: item_elo is not a number within ±{MAX_ABS_ELO:,.0f}"
-        if not (_number(it["point_weight"]) and it["point_weight"] > 0):
-            return f"item {n}: point_weight is not a positive number"
-        if not isinstance(it["correct"], bool):
-            return f"item {n}: correct is not true or false"
-        choices = it.get("choices")
-        if choices is not None and not (
-            isinstance(choices, list) and all(isinstance(c, dict) and _number(c.get("logprob")) for c in choices)
-        ):
-            return f"item {n}: choices are not a list of log-probs"
-        categories.add(it["category"])
-    if len(categories) > MAX_CATEGORIES:
-        return f"{len(categories)} categories; at most {MAX_CATEGORIES} are read"
-    ids = [it["id"] for it in items]
-    if len(set(ids)) != len(ids):
-        return "duplicate item ids"
-    cfg = rep.get("config")
-    if cfg is not None and not (isinstance(cfg, dict) and isinstance(cfg.get("model") or {}, dict)):
-        return "config or config.model is not an object"
-    reasons = rep.get("non_official_reasons")
-    if reasons is not None and not (isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)):
-        return "non_official_reasons is not a list of strings"
-    step = rep.get("training_step")
-    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or not 0 <= step <= MAX_STEP):
-        return f"training_step is not a whole number from 0 to {MAX_STEP:,}"
-    return _results_problem(rep.get("results"))
+def find_named(root: str | Path, name: str, max_depth: int = MAX_WALK_DEPTH) -> tuple[list[Path], int]:
+    """(every regular file called `name` at most `max_depth` folders below `root`, sorted; how many
+    folders lay deeper and were not searched). Without recursion (a chain of thousands of nested
+    folders costs a list, not the stack), without following links to folders, and ReportError after
+    MAX_WALK_ENTRIES entries."""
+    root = Path(root)
+    found, deeper, seen = [], 0, 0
+    stack = [(root, 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for e in entries:
+            seen += 1
+            if seen > MAX_WALK_ENTRIES:
+                raise ReportError(f"{root}: more than {MAX_WALK_ENTRIES:,} files and folders; give a smaller folder")
+            if e.is_dir(follow_symlinks=False):
+                if depth < max_depth:
+                    stack.append((Path(e.path), depth + 1))
+                else:
+                    deeper += 1
+            elif e.name == name and e.is_file():
+                found.append(Path(e.path))
+    return sorted(found), deeper
 
 
 def check_finished(rep: dict, need=("elo",)) -> None:
@@ -136,56 +113,6 @@ def check_finished(rep: dict, need=("elo",)) -> None:
     missing = [k for k in need if o.get(k) is None]
     if missing:
         raise ReportError(f"{rep.get('_path')}: no results.overall.{missing[0]}; not a finished base-bench report")
-
-
-def _within(x, lo: float, hi: float) -> bool:
-    return _number(x) and lo <= x <= hi
-
-
-def _block_problem(name: str, b) -> str | None:
-    if not isinstance(b, dict):
-        return f"{name} is not an object"
-    for k, lo, hi in (
-        ("elo", -MAX_ABS_ELO, MAX_ABS_ELO),
-        ("elo_se", 0.0, MAX_ABS_ELO),
-        ("raw_accuracy", 0.0, 1.0),
-        ("weighted_accuracy", 0.0, 1.0),
-    ):
-        if b.get(k) is not None and not _within(b[k], lo, hi):
-            return f"{name}.{k} is not a number from {lo:g} to {hi:g}"
-    for k in ("n", "n_correct"):
-        if b.get(k) is not None and not (isinstance(b[k], int) and not isinstance(b[k], bool) and b[k] >= 0):
-            return f"{name}.{k} is not a count"
-    ci = b.get("elo_ci95")
-    if ci is not None and not (
-        isinstance(ci, list) and len(ci) == 2 and all(x is None or _within(x, -MAX_ABS_ELO, MAX_ABS_ELO) for x in ci)
-    ):
-        return f"{name}.elo_ci95 is not two Elo values"
-    return None
-
-
-def _results_problem(res) -> str | None:
-    """The results block is optional (an unfinished report has none); when present, its numbers are numbers."""
-    if res is None:
-        return None
-    if not isinstance(res, dict):
-        return "results is not an object"
-    if res.get("overall") is not None:
-        problem = _block_problem("results.overall", res["overall"])
-        if problem:
-            return problem
-    cats = res.get("categories")
-    if cats is None:
-        return None
-    if not isinstance(cats, dict):
-        return "results.categories is not an object"
-    if len(cats) > MAX_CATEGORIES:
-        return f"{len(cats)} result categories; at most {MAX_CATEGORIES} are read"
-    for c, b in cats.items():
-        problem = _block_problem(f"results.categories[{c!r}]", b)
-        if problem:
-            return problem
-    return None
 
 
 def display_name(spec: str) -> str:
