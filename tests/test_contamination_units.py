@@ -276,9 +276,10 @@ def test_cli_report_writes_json_and_markdown_and_never_overwrites(tmp_path, caps
 
     from base_bench.commands.cli import main
 
-    rep = _report([n < 20 or n % 2 == 0 for n in range(80)])
-    for it in rep["items"]:
-        it.update(difficulty="easy", label=0)
+    from test_compare import item_meta, make_report
+
+    ids = {m["id"] for m in item_meta(12)[:80]}  # 80 items of a report the checked reading accepts
+    rep = make_report([n < 20 or n % 2 == 0 for n in range(80)], per_category=12, ids=ids)
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "report.json").write_text(json.dumps(rep))
     (tmp_path / "scan").mkdir()

@@ -167,7 +167,7 @@ def test_trajectory_refusals(trained, tmp_path, capsys):
     mixed = tmp_path / "mixed"
     shutil.copytree(src / "bench", mixed)
     rep = json.loads((mixed / "step-3" / "report.json").read_text())
-    rep["data"]["sha256"] = "f" * 64
+    rep["data"].update(sha256="f" * 64, kind="modified")
     (mixed / "step-3" / "report.json").write_text(json.dumps(rep))
     assert main(["trajectory", str(mixed)]) == 2
     assert "2 different data files" in capsys.readouterr().err
