@@ -34,6 +34,10 @@ off, and vLLM with prefix caching can return stale values for cached positions. 
    difference (the spread) must not exceed SPREAD_MAX nats per token. A nonzero spread below it is
    recorded and printed as a note.
 
+Every number the check computes (a mean, a gain, a drop, a spread) must be finite, and so must
+every continuation's sum that PromptScorer makes: log-probs that are each finite (-1e308) can add
+up past a float's range, and a report must hold no Infinity. Either is refused in one line.
+
 The record it returns goes into the report (config.packing_check, the backend's start-up check).
 `spread_max` (the command line's --max-spread) sets another limit for the invariance: a larger one
 accepts an engine whose spread the card's check would refuse (bfloat16 kernels on a GPU can vary
@@ -99,12 +103,18 @@ class PromptScorer:
                 total = 0.0
                 for i in range(n_ctx, n_ctx + len(c)):
                     v = values[i]
-                    if not _finite(v) or v > MAX_LOGPROB:
+                    if not _is_finite(v) or v > MAX_LOGPROB:
                         raise ScoringError(
                             f"item {e.id}, choice {j}: {self.label} returned {_clip_repr(v)} as the log-prob of "
                             f"continuation token {i - n_ctx}"
                         )
                     total += float(v)
+                if not math.isfinite(total):  # finite values, each of them, can still add up past a float's range
+                    raise ScoringError(
+                        f"item {e.id}, choice {j}: the log-probs {self.label} returned for the continuation's "
+                        f"{len(c)} tokens sum to {total}, not a finite number (each is finite, but too large in "
+                        "magnitude to add up)"
+                    )
                 row.append(ChoiceScore(total, len(c)))
             out.append(row)
         return out
@@ -114,7 +124,7 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _finite(v) -> bool:
+def _is_finite(v) -> bool:
     """A number (not a bool) that is finite as a float: an integer too large for one is not."""
     if not _is_number(v):
         return False
@@ -122,6 +132,18 @@ def _finite(v) -> bool:
         return math.isfinite(v)
     except OverflowError:
         return False
+
+
+def _finite(x: float, what: str, label: str) -> float:
+    """`x`, a number the check computed from the engine's log-probs (a mean, a difference), where it
+    is finite; else EngineCheckError: log-probs each finite (-1e308) can still overflow a sum, and the
+    record must hold no Infinity (strict JSON has none)."""
+    if not math.isfinite(x):
+        raise EngineCheckError(
+            f"{label} failed the server check: {what} is {x}, not a finite number (its log-probs are each "
+            f"finite, but so large in magnitude that they overflow a float when added up); {KNOWN}"
+        )
+    return x
 
 
 def _clip_repr(v) -> str:
@@ -173,8 +195,9 @@ def check_engine(
     batch = ask([other, s, neighbour])
     after = ask([s])[0]
 
-    first, second = _mean(alone[1:n]), _mean(alone[n + 1 : 2 * n])
-    gain = second - first
+    first = _finite(_mean(alone[1:n]), "the mean log-prob of the sequence's first copy", label)
+    second = _finite(_mean(alone[n + 1 : 2 * n]), "the mean log-prob of its second copy", label)
+    gain = _finite(second - first, "the copy test's gain", label)
     if gain < COPY_MIN_GAIN:
         raise EngineCheckError(
             f"{label} failed the copy test: a random sequence of {n} tokens repeated twice was not far more "
@@ -193,8 +216,8 @@ def check_engine(
                 f"log-prob reported for token {p - 1} by {diffs[worst]:.2f} nats (each value belongs to "
                 f"the next token); {KNOWN}"
             )
-        prefix_diffs.append(diffs[worst])
-        drop = alone[p] - vals[p]
+        prefix_diffs.append(_finite(diffs[worst], "the alignment test's difference", label))
+        drop = _finite(alone[p] - vals[p], "the alignment test's drop", label)
         drops.append(drop)
         if drop < ALIGN_MIN_DROP:
             raise EngineCheckError(
@@ -209,7 +232,7 @@ def check_engine(
         "shared_prefix": max(prefix_diffs),
         "neighbour_shared_prefix": _max_diff(alone[: n // 2], batch[2][: n // 2]),
     }
-    spread = max(spreads.values())
+    spread = _finite(max(spreads.values()), "the invariance test's spread", label)
     record = {
         "check": "prompt log-probs",
         "ok": True,
@@ -295,7 +318,7 @@ def _shape(values, prompt: list[int], label: str) -> list[float | None]:
             f"{len(prompt)} tokens); {KNOWN}"
         )
     for i, v in enumerate(values[1:], start=1):
-        if not _finite(v) or v > MAX_LOGPROB:
+        if not _is_finite(v) or v > MAX_LOGPROB:
             raise EngineCheckError(f"{label} returned {_clip_repr(v)} as the log-prob of prompt token {i}; {KNOWN}")
     return [None] + [float(v) for v in values[1:]]
 
