@@ -33,11 +33,11 @@ import numpy as np
 from ..errors import BaseBenchError
 from ..items import card
 from ..results.markdown import md_cell, md_code, md_text
-from ..results.paired import mcnemar_exact, paired_difference
+from ..results.paired import mcnemar_exact, paired_differences
 from ..results.pairing import flips, pair_items, run_info
 from ..results.report import pct
 from ..results.reports_io import check_outputs, load_report, write_outputs
-from ..results.stats import CONFIDENCE, resample_counts
+from ..results.stats import CONFIDENCE, block_rows, resample_count_blocks
 from .cliargs import Parser, add_bootstrap, fail, printable
 
 ALPHA = 0.05
@@ -111,10 +111,14 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
     w = np.array([float(a["point_weight"]) for a, _ in pairs])
     ya = np.array([1.0 if a["correct"] else 0.0 for a, _ in pairs])
     yb = np.array([1.0 if b["correct"] else 0.0 for _, b in pairs])
-    counts = resample_counts(cats, resamples, seed)
+    # One set of draws for every block, a block of resamples at a time (stats.resample_count_blocks):
+    # the same numbers as the whole (resamples x items) matrix, in memory of one block. Key None: all items.
+    masks = {None: np.ones(len(pairs), dtype=bool)} | {c: np.array([x == c for x in cats]) for c in _categories(pairs)}
+    blocks = resample_count_blocks(cats, resamples, seed, block_rows(len(cats), resamples))
+    diffs = dict(zip(masks, paired_differences(e, w, ya, yb, list(masks.values()), blocks, CONFIDENCE)))
 
-    def block(mask):
-        d = paired_difference(e[mask], w[mask], ya[mask], yb[mask], counts[:, mask], CONFIDENCE)
+    def block(key):
+        mask, d = masks[key], diffs[key]
         acc_a, acc_b = _accuracy(ya[mask], w[mask]), _accuracy(yb[mask], w[mask])
         b_only = int(((ya == 1) & (yb == 0))[mask].sum())
         c_only = int(((ya == 0) & (yb == 1))[mask].sum())
@@ -131,8 +135,8 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
         )
         return d
 
-    overall = block(np.ones(len(pairs), dtype=bool))
-    categories = {c: block(np.array([x == c for x in cats])) for c in _categories(pairs)}
+    overall = block(None)
+    categories = {c: block(c) for c in _categories(pairs)}
     flipped = flips(pairs)  # the McNemar counts are these lists' lengths (results/pairing.py)
     b_count, c_count = len(flipped["a_right_b_wrong"]), len(flipped["a_wrong_b_right"])
     mcnemar = {

@@ -2,6 +2,9 @@
 
     wilson_interval(k, n)                        -> (lo, hi) 95% Wilson score interval for k of n
     resample_counts(strata, resamples, seed)     -> (B, n) item counts, resampled within each stratum
+    resample_count_blocks(strata, resamples, seed, rows)
+        -> the same (B, n) matrix as blocks of at most `rows` rows, top to bottom (memory of one block)
+    block_rows(n_items, resamples)               -> rows of a block of about BLOCK_ELEMENTS counts
     percentile_interval(samples)                 -> (lo, hi) central 95% of the samples
     bootstrap_intervals(item_elo, weight, correct, strata, resamples=1000, seed=1234)
         -> {"overall": {...}, "strata": {name: {...}}}, each {"elo_ci95": [lo, hi],
@@ -13,12 +16,24 @@ every rating: the overall fit uses all of a resample's items, and a category's f
 of the same resample that falls in that category (which is itself a resample of that category
 alone). All resamples are fitted at once with elo.fit_elo_many. The same seed gives the same
 draws, so a report is reproducible bit for bit.
+
+`resample_count_blocks` gives the rows of `resample_counts`'s matrix a block at a time, so a caller
+whose fits are row by row (`compare`) never holds the whole (B, n) matrix. It draws each stratum's
+rows with the same `Generator.integers` calls cut into fewer rows: numpy draws each bounded integer
+below 2**32 from the bit generator's next 32-bit word (Lemire's method; a rejection takes the next
+word; `buffered_bounded_lemire_uint32` takes a buffer argument but does not use it), and PCG64
+keeps the unused half of a 64-bit output in its own state, not in the call, so a call for r rows
+followed by one for the rest consumes exactly the words of one call for all of them and returns
+the same numbers (tests/test_bootstrap_blocks.py checks this of numpy, rejections included). Stratum
+s's draws start where stratum s - 1's end, so each stratum's generator state is found once by
+drawing (and dropping) the earlier strata's rows, block by block: the draws are made twice.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -29,6 +44,8 @@ CONFIDENCE = 0.95
 Z95 = NormalDist().inv_cdf(0.5 + CONFIDENCE / 2)  # 1.959963984540054
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 1234
+BLOCK_ELEMENTS = 1 << 20  # item counts in one block of resamples (8 MiB as int64): the card's 350
+# items take up to 2,995 resamples in one block, 20,000 items 52 resamples a block
 
 
 def wilson_interval(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -64,6 +81,53 @@ def resample_counts(strata: Sequence[Hashable], resamples: int, seed: int) -> np
         flat = draws + m * np.arange(resamples)[:, None]
         counts[:, members] = np.bincount(flat.ravel(), minlength=resamples * m).reshape(resamples, m)
     return counts
+
+
+def strata_members(strata: Sequence[Hashable]) -> list[np.ndarray]:
+    """The item indices of each stratum, strata in order of first appearance, indices ascending."""
+    members: dict[Hashable, list[int]] = {}
+    for i, s in enumerate(strata):
+        members.setdefault(s, []).append(i)
+    return [np.array(ix, dtype=np.intp) for ix in members.values()]
+
+
+def block_rows(n_items: int, resamples: int, elements: int | None = None) -> int:
+    """Rows of a block of resamples holding about `elements` item counts (BLOCK_ELEMENTS when None):
+    at least 1, at most `resamples` (so a small bootstrap is one block)."""
+    elements = BLOCK_ELEMENTS if elements is None else elements
+    return max(1, min(int(resamples), int(elements) // max(int(n_items), 1)))
+
+
+def resample_count_blocks(strata: Sequence[Hashable], resamples: int, seed: int, rows: int) -> Iterator[np.ndarray]:
+    """`resample_counts(strata, resamples, seed)` as blocks of at most `rows` rows, top to bottom.
+
+    The blocks put one above the other are that matrix exactly (same seed, same numbers), but no
+    more than one block, its draws and one generator per stratum are held at a time.
+    """
+    rows = max(1, int(rows))
+    n = len(strata)
+    groups = strata_members(strata)
+    starts = range(0, resamples, rows)
+    rng = np.random.default_rng(seed)
+    if len(starts) <= 1:
+        gens = [rng] * len(groups)  # one block: the strata's draws follow each other, as in resample_counts
+    else:
+        gens = []
+        for members in groups:
+            gens.append(copy.deepcopy(rng))  # where this stratum's draws start
+            m = members.size
+            for r0 in starts:  # move past them (a stratum of one item draws nothing)
+                rng.integers(0, m, size=(min(rows, resamples - r0), m))
+    for r0 in starts:
+        c = min(rows, resamples - r0)
+        counts = np.zeros((c, n), dtype=np.int64)
+        for members, g in zip(groups, gens):
+            m = members.size
+            draws = g.integers(0, m, size=(c, m))
+            flat = draws + m * np.arange(c)[:, None]
+            counts[:, members] = np.bincount(flat.ravel(), minlength=c * m).reshape(c, m)
+            del draws, flat  # not held while the caller has the block
+        yield counts
 
 
 def percentile_interval(samples, confidence: float = CONFIDENCE) -> tuple[float, float]:
