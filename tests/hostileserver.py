@@ -4,7 +4,8 @@ misbehaves as an attacker controlling the server would, for tests/test_server_ho
     srv = HostileServer(tokenizer).start()        # honest: a copy model, vLLM's answer format
     srv.mode = "positive"                           # after `srv.honest` completion requests: +50.0 log-probs
     srv.url                                         # http://127.0.0.1:PORT/v1, for --base-url
-    srv.seen                                        # requests, completions, auth (the last Authorization header)
+    srv.seen                                        # requests, completions, auth (the last Authorization
+                                                    # header), path (the last request's, with its query)
     srv.close()
 
 The "model" is a pure function of the prompt: a token whose bigram (previous token, token) already
@@ -22,6 +23,7 @@ strings, the model list, an error body, values that move with the batch), the ot
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import threading
@@ -41,9 +43,18 @@ STARTUP = {
     "escape",
     "redirect_models",
     "batch_jitter",
+    "root_password",
+    "models_401_password",
+    "path_404",
+    "tokenize_huge",
+    "overflow_check",
+    "deep_error",
 }
 JITTER = 0.004  # "batch_jitter": nats per token taken off every value for each other prompt in the request
+HUGE_IDS = 1 << 18  # "tokenize_huge": token ids in every /tokenize answer (512 KiB of JSON, 2 MiB as a Python list)
+CHECK_REQUESTS = 5  # "overflow_check": the completion requests of the probe and the start-up check (--concurrency 1)
 _BOMB: list[bytes] = []
+_HUGE: list[bytes] = []
 
 
 def bomb() -> bytes:
@@ -53,13 +64,30 @@ def bomb() -> bytes:
     return _BOMB[0]
 
 
+def huge_tokens() -> bytes:
+    """A /tokenize answer of HUGE_IDS token ids (all 0): 512 KiB sent, 2 MiB as a Python list."""
+    if not _HUGE:
+        _HUGE.append(b'{"tokens": [' + b",".join([b"0"] * HUGE_IDS) + b'], "count": %d}' % HUGE_IDS)
+    return _HUGE[0]
+
+
+def basic_password(auth: str | None) -> str:
+    """The password of an `Authorization: Basic ...` header ("no-password" for none)."""
+    if not auth or not auth.startswith("Basic "):
+        return "no-password"
+    try:
+        return base64.b64decode(auth[6:]).decode("utf-8").partition(":")[2]
+    except ValueError:
+        return "no-password"
+
+
 class HostileServer:
     def __init__(self, tokenizer, honest: int = 7):
         self.tok = tokenizer
         self.mode: str | None = None
         self.honest = honest
         self.redirect_to: str | None = None
-        self.seen = {"requests": 0, "completions": 0, "auth": None}
+        self.seen = {"requests": 0, "completions": 0, "auth": None, "path": None}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
@@ -104,14 +132,23 @@ class HostileServer:
         with self._lock:
             self.seen["requests"] += 1
             self.seen["auth"] = auth
-            completion = h.path.endswith("/completions")
+            self.seen["path"] = h.path
+            path = h.path.partition("?")[0]  # routed without the query; "path_404" echoes it whole
+            completion = path.endswith("/completions")
             if completion:
                 self.seen["completions"] += 1
             late = completion and self.seen["completions"] > self.honest
+            checking = completion and self.seen["completions"] <= CHECK_REQUESTS
         mode = self.mode if (self.mode in STARTUP or late) else None
         echo = auth or "no-auth"
-        path = h.path
+        password = basic_password(auth)
+        if mode == "path_404":  # as a server that names the path it does not know, query and all
+            return self._send(h, 404, {"error": {"message": f"no route for {h.path}"}})
         if path == "/v1/models":
+            if mode == "deep_error":  # an error body nested 100,000 deep
+                return self._raw(h, 400, b"[" * 100_000)
+            if mode == "models_401_password":
+                return self._send(h, 401, {"error": {"message": f"wrong password {password!r} for this server"}})
             if mode == "redirect_models":
                 return self._send(h, 302, {"data": []}, headers={"Location": self.redirect_to or "/"})
             if mode == "straddle":  # the key across the 300th character of an error body
@@ -119,16 +156,18 @@ class HostileServer:
             if mode == "escape":
                 return self._send(h, 400, {"error": {"message": "\x1b]0;owned\x07\x1b[2J bad " + echo}})
             ids = [echo, "\x1b[31mred"] if mode == "models_key" else [MODEL]
-            root = echo if mode == "root_key" else "fake/tiny"
+            root = echo if mode == "root_key" else password if mode == "root_password" else "fake/tiny"
             data = [{"id": i, "object": "model", "root": root, "max_model_len": 4096} for i in ids]
             return self._send(h, 200, {"object": "list", "data": data})
         if path == "/version":
             return self._send(h, 200, {"version": echo if mode == "version_key" else "0.0.fake"})
         if path == "/tokenize":
+            if mode == "tokenize_huge":
+                return self._raw(h, 200, huge_tokens())
             ids = list(self.tok(body["prompt"], add_special_tokens=False)["input_ids"])
             return self._send(h, 200, {"tokens": ids, "count": len(ids)})
         if path == "/v1/completions":
-            return self._completion(h, body, mode, echo)
+            return self._completion(h, body, "overflow" if mode == "overflow_check" and checking else mode, echo)
         return self._send(h, 404, {"error": "not found"})
 
     def _completion(self, h, body, mode, echo) -> None:
@@ -155,6 +194,8 @@ class HostileServer:
             values = logprobs(p)
             strings = [self.tok.convert_ids_to_tokens(t) for t in p]
             decoded = [self.tok.decode([t]) for t in p]
+            if mode == "overflow":  # finite, each alone; 31 of them sum past the largest float
+                values = [None] + [v if v > -1 else -1e308 for v in values[1:]]
             if mode == "batch_jitter":  # as a bfloat16 kernel may: the values move with the batch they ran in
                 values = [None] + [v - JITTER * (len(prompts) - 1) for v in values[1:]]
             if mode == "positive":

@@ -30,8 +30,12 @@ status. Other statuses fail at once. Requests run concurrently on one asyncio lo
 SIGTERM cancel the requests in flight (their connections are closed) before the CLI's handler
 stops the run. The API key is read from the environment variable `api_key_env` names (visible
 ASCII only, else UsageError before any request); it is sent as a bearer token, registered with
-base_bench.redact, and never printed, logged or written; the URL is shown without credentials or
-query.
+base_bench.redact, and never printed, logged or written. So is every secret --base-url carries: its
+password (as given, percent-decoded, and as the Basic credential httpx sends), its user name where it
+has no password, and every value of its query (sent with every request); the server's own messages
+are cleaned of each of them whatever its length, as of the key. The URL is shown as scheme, host,
+port and path only (`public_url`), and a URL that cannot be parsed is refused in one line that shows
+none of it (a password holding an unencoded '/' would otherwise be read as the host and the port).
 
 Every answer is untrusted (docs/operations.md, "Served answers"): JSON through untrusted.loads;
 `Accept-Encoding: identity` asked, gzip/deflate decoded here within a cap in proportion to the
@@ -46,6 +50,7 @@ ModelError naming the item (the finished items stay saved for --resume).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
@@ -57,11 +62,11 @@ import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 from .. import untrusted
 from ..errors import BaseBenchError, ModelError, ServerError, UsageError
-from ..redact import redact, register, stored
+from ..redact import REDACTED, redact, register, stored
 from .base import Backend
 from .identity import package_version, tokenizer_fingerprint
 from .prompt_logprobs import (
@@ -102,14 +107,91 @@ class ServedDevice:
         return self.type
 
 
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f]")  # controls, space: urllib drops some, httpx refuses others
+
+
 def public_url(url: str) -> str:
-    """`url` without user, password, query or fragment: what messages and the report show."""
-    p = urlsplit(url)
-    host = p.hostname or ""
+    """`url` as scheme, host, port and path (no user, password, query or fragment): what messages and
+    the report show. Never raises: a URL that cannot be parsed is "(a URL that cannot be read)"."""
+    if not isinstance(url, str) or _URL_UNSAFE.search(url):
+        return "(a URL that cannot be read)"
+    try:
+        p = urlsplit(url)
+        host, port = p.hostname or "", p.port
+    except (ValueError, TypeError):
+        return "(a URL that cannot be read)"
+    if _at_after_host(url, p):
+        return "(a URL that cannot be read)"
     if ":" in host:
         host = f"[{host}]"
-    netloc = host + (f":{p.port}" if p.port else "")
+    netloc = host + (f":{port}" if port else "")
     return urlunsplit((p.scheme, netloc, p.path.rstrip("/"), "", ""))
+
+
+UNREADABLE_URL = (
+    "--base-url cannot be parsed as a URL (a port that is not a number from 1 to 65535, an unclosed '[', "
+    "a host name that is not valid); it is not shown, as it may hold a password, and a user name or "
+    "password holding '/', '?', '#', '@' or ':' must be percent-encoded (%2F, %3F, %23, %40, %3A)"
+)
+
+
+def _at_after_host(url: str, p) -> bool:
+    """Whether an '@' follows the host: in "http://user:12/x@host/v1" urllib and httpx2 read the host
+    "user", the port 12 and a path holding the rest of the password."""
+    return "@" in (url[url.index("//") + 2 + len(p.netloc) :] if p.netloc else url)
+
+
+def _split_url(url) -> tuple:
+    """`url` split by urllib, checked as httpx2 will send it: UsageError in one line that shows none
+    of it where it cannot be parsed, or where urllib and httpx2 could read its host apart."""
+    if not isinstance(url, str) or not url.strip():
+        raise UsageError("--base-url is empty; give the server's /v1 root (e.g. http://127.0.0.1:8000/v1)")
+    if _URL_UNSAFE.search(url):
+        raise UsageError(
+            "--base-url holds a space, a line break or a control character; give the URL alone (it is not "
+            "shown, as it may hold a password)"
+        )
+    try:
+        p = urlsplit(url)
+        host, port, _, _ = p.hostname, p.port, p.username, p.password
+    except ValueError:
+        raise UsageError(UNREADABLE_URL) from None
+    if p.scheme not in ("http", "https") or not host:
+        shown = f"{public_url(url)!r} " if p.netloc and "@" not in url else ""
+        raise UsageError(f"--base-url {shown}is not an http:// or https:// URL (e.g. http://127.0.0.1:8000/v1)")
+    if _at_after_host(url, p):
+        raise UsageError(
+            "--base-url holds an '@' after its host: a user name or password holding '/', '?' or '#' must be "
+            "percent-encoded (%2F, %3F, %23), and an '@' elsewhere as %40; it is not shown, as it may hold a password"
+        )
+    import httpx2
+
+    default = {"http": 80, "https": 443}[p.scheme]
+    try:
+        sent = httpx2.URL(url)
+        same = sent.host.lower().strip("[]") == host.strip("[]") or sent.raw_host.decode("ascii").lower() == host
+        same = same and (sent.port or default) == (port or default)
+    except (httpx2.InvalidURL, ValueError, TypeError, UnicodeError):
+        raise UsageError(UNREADABLE_URL) from None
+    if not same:  # the host urllib shows would not be the one httpx2 connects to
+        raise UsageError(UNREADABLE_URL)
+    return p
+
+
+def _url_secrets(p) -> list[str]:
+    """The secrets a split URL carries: its password (as given, percent-decoded), the Basic credential
+    httpx2 makes of it, its user name where it has no password (then the user name is the credential),
+    and every value of its query (a part without '=' is a value). Longest first, none empty."""
+    out = []
+    if p.username is not None or p.password is not None:
+        user, password = unquote(p.username or ""), unquote(p.password or "")
+        out += [p.password or "", password] if p.password is not None else [p.username or "", user]
+        out.append(base64.b64encode(f"{user}:{password}".encode()).decode("ascii"))
+    for part in re.split("[&;]", p.query):
+        name, eq, value = part.partition("=")
+        v = value if eq else name
+        out += [v, unquote(v), unquote_plus(v)]
+    return sorted({s for s in out if s.strip()}, key=len, reverse=True)
 
 
 class _TokenMismatch(Exception):
@@ -163,15 +245,17 @@ class ServerBackend(Backend):
         `max_spread`: the server check's limit on the invariance spread, nats per token (None:
         SPREAD_MAX; a larger one makes the run non-official, and is part of the run's identity).
         Nothing is sent until `open`."""
-        p = urlsplit(base_url or "")
-        if p.scheme not in ("http", "https") or not p.hostname:
-            raise UsageError(f"--base-url {public_url(base_url or '')!r} is not an http:// or https:// URL")
+        p = _split_url(base_url)
         for name, v, low in (("--concurrency", concurrency, 1), ("--max-retries", max_retries, 0)):
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise UsageError(f"{name} must be a whole number of {low} or more, not {v!r}")
         if not (isinstance(request_timeout, (int, float)) and 0 < request_timeout < math.inf):
             raise UsageError(f"--request-timeout must be a number of seconds above 0, not {request_timeout!r}")
-        self.base_url = base_url.rstrip("/")
+        self._url_secrets = _url_secrets(p)
+        for secret in self._url_secrets:
+            register(secret)
+        # the parts requests are made of: the path without its trailing "/", the query sent with every request
+        self._parts = (p.scheme, p.netloc, p.path.rstrip("/"), p.query)
         self.url = public_url(base_url)
         self.where = f"the server at {self.url}"
         self.served_model = model
@@ -181,6 +265,8 @@ class ServerBackend(Backend):
         self.backoff = backoff
         self.max_spread = check_spread_max(max_spread)
         self._key = _read_key(api_key_env)
+        own = [(s, REDACTED) for s in self._url_secrets] + ([(self._key, "<api key>")] if self._key else [])
+        self._own = sorted(own, key=lambda x: len(x[0]), reverse=True)  # what _scrub removes, whatever its length
         self.api_key_env = api_key_env
         self._tokenizer_spec = tokenizer if isinstance(tokenizer, (str, Path)) or tokenizer is None else None
         self.tokenizer = None if self._tokenizer_spec is not None or tokenizer is None else tokenizer
@@ -219,7 +305,7 @@ class ServerBackend(Backend):
 
     def open(self) -> None:
         """Read /v1/models (and /version where offered) and load the tokenizer. No scoring request."""
-        models = self._run(self._get_json(f"{self.base_url}/models", "/v1/models"))
+        models = self._run(self._get_json(self._endpoint("/models"), "/v1/models"))
         entries = models.get("data") if isinstance(models, dict) else None
         if not isinstance(entries, list):
             raise ServerError(
@@ -324,23 +410,36 @@ class ServerBackend(Backend):
         texts = [(it.id, what, text) for it in items for what, text in _texts(it)]
         if not texts:
             return {"tokenize": "no items"}
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
-        first = self._run(self._tokenize(root, texts[0][2], optional=True))
+        first = self._run(self._tokenize(texts[0][2], optional=True))
         if first is None:
             self.tokenize_offered = False
             return {"tokenize": "not offered; the echoed token strings are compared instead"}
         self.tokenize_offered = True
-        got = self._run(self._gather([self._tokenize(root, t) for _, _, t in texts]))
-        for (item, what, text), theirs in zip(texts, got):
-            ours = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-            if theirs != ours:
-                at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        diffs = [self._token_diff(texts[0][2], first)]
+        del first
+
+        async def compared(text: str):  # each answer compared as it arrives, then dropped: memory stays bounded
+            return self._token_diff(text, await self._tokenize(text))
+
+        diffs += self._run(self._gather([compared(t) for _, _, t in texts[1:]]))
+        for (item, what, _), diff in zip(texts, diffs):
+            if diff is not None:
+                ours, theirs, at = diff
                 raise ModelError(
                     f"item {item}: the tokenizer does not match the server's: its {what} tokenizes to "
-                    f"{len(ours)} ids here and {len(theirs)} on the server, first differing at token {at}; pass "
+                    f"{ours} ids here and {theirs} on the server, first differing at token {at}; pass "
                     "the served model's own tokenizer with --tokenizer"
                 )
         return {"tokenize": f"compared on {len(texts)} texts, all equal"}
+
+    def _token_diff(self, text: str, theirs: list[int]) -> tuple[int, int, int] | None:
+        """None where the server's ids for `text` are the tokenizer's; else (how many ids here, how many
+        there, the first position where they differ)."""
+        ours = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        if theirs == ours:
+            return None
+        at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        return len(ours), len(theirs), at
 
     # ------------------------------------------------------------------ what evaluate() asks
 
@@ -529,19 +628,28 @@ class ServerBackend(Backend):
             prompt = body.get("prompt") or []
             tokens = sum(len(p) for p in prompt) if prompt and isinstance(prompt[0], list) else len(prompt)
         limit = ANSWER_BASE_BYTES + ANSWER_BYTES_PER_TOKEN * tokens
-        return await self._request("POST", f"{self.base_url}{path}", body, f"/v1{path}", limit=limit)
+        return await self._request("POST", self._endpoint(path), body, f"/v1{path}", limit=limit)
+
+    def _endpoint(self, path: str, root: bool = False) -> str:
+        """The URL of `path` under --base-url (under the server's root, its path less "/v1", with
+        `root`), its user, password and query kept: the query goes with every request."""
+        scheme, netloc, base, query = self._parts
+        if root and base.endswith("/v1"):
+            base = base[: -len("/v1")]
+        return urlunsplit((scheme, netloc, base + path, query, ""))
 
     async def _version(self) -> str | None:
-        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         try:
-            got = await self._request("GET", f"{root}/version", None, "/version", optional=True, retry=False)
+            got = await self._request(
+                "GET", self._endpoint("/version", root=True), None, "/version", optional=True, retry=False
+            )
         except ServerError:
             return None
         return stored(got.get("version"), "version (/version)") if isinstance(got, dict) else None
 
-    async def _tokenize(self, root: str, text: str, optional: bool = False):
+    async def _tokenize(self, text: str, optional: bool = False):
         body = {"model": self.served_model, "prompt": text, "add_special_tokens": False}
-        got = await self._request("POST", f"{root}/tokenize", body, "/tokenize", optional=optional)
+        got = await self._request("POST", self._endpoint("/tokenize", root=True), body, "/tokenize", optional=optional)
         if got is None:
             return None
         tokens = got.get("tokens") if isinstance(got, dict) else None
@@ -653,9 +761,12 @@ class ServerBackend(Backend):
         return max(d, min(cap, retry_after)) if retry_after else d
 
     def _scrub(self, text: str) -> str:
-        """`text` (from the server) as one short line, the API key removed."""
-        text = " ".join(str(text).replace(self._key or "\0", "<api key>").split())[:300]
-        return redact(text)
+        """`text` (from the server) as one short line, the API key and the URL's secrets removed,
+        whatever their length (one shorter than redact.MIN_SECRET is not registered)."""
+        text = str(text)
+        for secret, shown in self._own:
+            text = text.replace(secret, shown)
+        return redact(" ".join(text.split())[:300])
 
     # ------------------------------------------------------------------ the event loop
 
@@ -986,7 +1097,7 @@ def _reason(status: int) -> str:
 def _message(raw: bytes) -> str:
     """The server's own error text: the JSON error message, else the body's start."""
     try:
-        d = json.loads(raw)
+        d = untrusted.loads(raw)  # bounded: an error body of 100,000 "[" is text, not a RecursionError
     except ValueError:
         return raw[:300].decode("utf-8", errors="replace")
     if isinstance(d, dict):
