@@ -54,6 +54,7 @@ from collections.abc import Callable, Sequence
 
 from ..engine.scoring import Encoded
 from ..errors import EngineCheckError, ScoringError, UsageError
+from ..items import card
 from ..items.records import ChoiceScore
 
 __all__ = ["EngineCheckError", "PromptLogprobs", "PromptScorer", "check_engine", "check_spread_max", "loosened"]
@@ -65,7 +66,7 @@ COPY_LENGTH = 32  # tokens in the random sequence that the copy test repeats
 COPY_MIN_GAIN = 2.0  # nats: mean log-prob of the second copy over the first (SmolLM2-135M: 7.8)
 ALIGN_MIN_DROP = 2.0  # nats: how much lower a replaced, no longer predictable token must score
 MAX_LOGPROB = 1e-6  # a log-prob above this is a probability over 1: refused at start-up and while scoring
-SPREAD_MAX = 1e-3  # nats per token: the most one prompt's log-probs may vary with what else is computed
+SPREAD_MAX = card.SPREAD_MAX  # nats per token: the most one prompt's log-probs may vary with what else is computed
 
 KNOWN = (
     "known to work: vLLM (its OpenAI-compatible server, and vllm.LLM); known not to: llama-cpp-python's "
