@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         print(printable("\n".join(summary_lines(cmp))))
         files = {}
         if args.json:
-            files[Path(args.json).expanduser()] = json.dumps(cmp, indent=2, ensure_ascii=False) + "\n"
+            files[Path(args.json).expanduser()] = json.dumps(cmp, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
         if args.markdown:
             files[Path(args.markdown).expanduser()] = render_markdown(cmp)
         write_outputs(files, say=print)
