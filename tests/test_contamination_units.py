@@ -274,9 +274,9 @@ def test_rescore_refuses_other_data_or_items():
 def test_cli_report_writes_json_and_markdown_and_never_overwrites(tmp_path, capsys):
     import json
 
-    from base_bench.commands.cli import main
-
     from test_compare import item_meta, make_report
+
+    from base_bench.commands.cli import main
 
     ids = {m["id"] for m in item_meta(12)[:80]}  # 80 items of a report the checked reading accepts
     rep = make_report([n < 20 or n % 2 == 0 for n in range(80)], per_category=12, ids=ids)
