@@ -306,3 +306,37 @@ def test_cli_report_writes_json_and_markdown_and_never_overwrites(tmp_path, caps
     assert main(["contamination", "report", str(tmp_path / "run"), "--scan", str(tmp_path / "nope")]) == 2
     assert "no contamination.json there" in capsys.readouterr().err
     assert main(["contamination"]) == 2 and "give one of scan, probe, report" in capsys.readouterr().err
+
+
+def _rescore_in_one_matrix(rep, scan, resamples, seed):
+    """The clean and dirty bootstrap ratings as rescore computed them with the whole (resamples x
+    items) count matrix at once, before it took the draws a block at a time."""
+    import numpy as np
+
+    from base_bench.results.elo import fit_elo_many
+    from base_bench.results.stats import resample_counts
+
+    items = rep["items"]
+    dirty_of = {i["id"]: i["dirty"] for i in scan["items"]}
+    e = np.array([float(it["item_elo"]) for it in items])
+    w = np.array([float(it["point_weight"]) for it in items])
+    y = np.array([1.0 if it["correct"] else 0.0 for it in items])
+    dirty = np.array([bool(dirty_of[it["id"]]) for it in items])
+    cw = resample_counts([it["category"] for it in items], resamples, seed) * w[None, :]
+    full = fit_elo_many(e, cw, y)
+    return {k: fit_elo_many(e, cw * m[None, :], y) - full for k, m in (("clean", ~dirty), ("dirty", dirty))}
+
+
+@pytest.mark.parametrize("block_elements", [None, 350 * 7])
+def test_rescore_takes_the_draws_in_blocks_with_the_same_numbers(monkeypatch, block_elements):
+    from base_bench.contamination.rescore import rescore
+    from base_bench.results import stats
+
+    rep = _report([n % 3 != 0 for n in range(350)])
+    scan = _scan(rep, {i["id"] for i in rep["items"][::5]})
+    if block_elements is not None:
+        monkeypatch.setattr(stats, "BLOCK_ELEMENTS", block_elements)  # blocks of 7 resamples
+    got = rescore(rep, scan, resamples=300, seed=99)
+    want = _rescore_in_one_matrix(rep, scan, 300, 99)
+    for key in ("clean", "dirty"):
+        assert got[key]["diff_ci95"] == list(stats.percentile_interval(want[key]))

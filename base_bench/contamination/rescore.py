@@ -7,7 +7,8 @@
 As GPT-3 did, the run's items are split by the scan into the clean subset (not dirty) and the dirty
 one, and the Overall Elo is refitted on each (elo.fit_elo, the card's weighted fit with its prior).
 The intervals come from the report's own bootstrap: items drawn with replacement within each
-category of the full set (stats.resample_counts); in every draw the full set, the clean subset and
+category of the full set (stats.resample_counts, taken a block of resamples at a time by
+stats.resample_count_blocks, so a large report costs the memory of one block); in every draw the full set, the clean subset and
 the dirty subset are refitted on the same drawn items (elo.fit_elo_many), so "clean − full" and
 "dirty − full" are paired differences with percentile intervals. A clean Elo well below the full
 one (the interval of clean − full below 0) is the warning sign of a score inflated by
@@ -24,7 +25,7 @@ from ..errors import ReportError
 from ..results.elo import fit_elo, fit_elo_many
 from ..results.markdown import md_code, md_text
 from ..results.reports_io import MAX_ITEMS, SHA256, load_checked
-from ..results.stats import CONFIDENCE, percentile_interval, resample_counts
+from ..results.stats import CONFIDENCE, block_rows, percentile_interval, resample_count_blocks
 
 
 def load_scan(where: str | Path) -> dict:
@@ -68,12 +69,23 @@ def rescore(rep: dict, scan: dict, resamples: int = 2000, seed: int = 1234) -> d
     w = np.array([float(it["point_weight"]) for it in items])
     y = np.array([1.0 if it["correct"] else 0.0 for it in items])
     dirty = np.array([bool(dirty_of[it["id"]]["dirty"]) for it in items])
-    counts = resample_counts([it["category"] for it in items], resamples, seed)
-    cw = counts * w[None, :]
     full = fit_elo(zip(e, w, y))
-    boot_full = fit_elo_many(e, cw, y)
+    # The draws a block of resamples at a time (the same numbers as one matrix; memory of one block).
+    masks = {"clean": ~dirty, "dirty": dirty}
+    boots: dict[str, list] = {"full": [], "clean": [], "dirty": []}
+    empty = {"clean": 0, "dirty": 0}
+    strata = [it["category"] for it in items]
+    for counts in resample_count_blocks(strata, resamples, seed, block_rows(len(items), resamples)):
+        cw = counts * w[None, :]
+        boots["full"].append(fit_elo_many(e, cw, y))
+        for key, mask in masks.items():
+            if mask.any():
+                boots[key].append(fit_elo_many(e, cw * mask[None, :], y))
+                empty[key] += int(((counts * mask[None, :]).sum(axis=1) == 0).sum())
+    boot_full = np.concatenate(boots["full"])
 
-    def block(mask):
+    def block(key):
+        mask = masks[key]
         n = int(mask.sum())
         acc = {
             "n": n,
@@ -91,17 +103,17 @@ def rescore(rep: dict, scan: dict, resamples: int = 2000, seed: int = 1234) -> d
                 "empty_resamples": resamples,
             }
         elo = fit_elo(zip(e[mask], w[mask], y[mask]))
-        boot = fit_elo_many(e, cw * mask[None, :], y)
+        boot = np.concatenate(boots[key])
         return {
             **acc,
             "elo": elo,
             "elo_ci95": list(percentile_interval(boot, CONFIDENCE)),
             "diff_vs_full": elo - full,
             "diff_ci95": list(percentile_interval(boot - boot_full, CONFIDENCE)),
-            "empty_resamples": int(((counts * mask[None, :]).sum(axis=1) == 0).sum()),
+            "empty_resamples": empty[key],
         }
 
-    clean, dirty_b = block(~dirty), block(dirty)
+    clean, dirty_b = block("clean"), block("dirty")
     res = {
         "tool": "base-bench contamination report",
         "run": rep.get("_path"),
