@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from base_bench.commands.compare import build_comparison
-from base_bench.items import card
 from base_bench.items.card import ELO_SCALE, PRIOR_RATING, PRIOR_WEIGHT
 from base_bench.results import elo, paired, stats
 from base_bench.results.elo import fit_elo
 from base_bench.results.stats import percentile_interval, resample_counts
+
+from docpages import bench_script
 
 # ---------------------------------------------------------------- the old path, as it was
 
@@ -90,35 +91,9 @@ def old_blocks(rep_a, rep_b, resamples, seed):
 
 
 def synth_pair(n_items: int, distinct_elo: bool = False, seed: int = 0) -> tuple[dict, dict]:
-    """Two reports on the same `n_items` items (the card's categories and weights, difficulties
-    cycling), run A of skill 950 and run B of skill 990 against the items' Elo. With `distinct_elo`
-    every item gets its own item Elo (one level per item), as a stranger's report may."""
-    rng = np.random.default_rng(seed)
-    cats, diffs = list(card.CATEGORIES), ("easy", "medium", "hard")
-    meta = []
-    for i in range(n_items):
-        cat, d = cats[i % len(cats)], diffs[(i // len(cats)) % 3]
-        meta.append(
-            {
-                "id": f"{cat}-{i:06d}",
-                "category": cat,
-                "difficulty": d,
-                "item_elo": float(card.item_elo(cat, d)) + (i * 0.01 if distinct_elo else 0.0),
-                "point_weight": card.category_weight(cat) * card.DIFFICULTY_WEIGHTS[d],
-                "label": i % 4,
-            }
-        )
-    reports = []
-    for k, skill in enumerate((950.0, 990.0)):
-        items = []
-        for m in meta:
-            ok = bool(rng.random() < elo.expected(skill, m["item_elo"]))
-            pred = m["label"] if ok else (m["label"] + 1) % 4
-            choices = [{"logprob": -1.0 - j - 0.01 * k, "n_tokens": 1, "mean_logprob": -1.0 - j} for j in range(4)]
-            items.append(dict(m, correct=ok, prediction=pred, selected_text=f" choice {pred}", choices=choices))
-        config = {"model": {"spec": f"org/model-{'ab'[k]}"}, "dtype": "float32", "add_bos": False}
-        reports.append({"config": config, "data": {"sha256": "5" * 64}, "official": False, "items": items})
-    return reports[0], reports[1]
+    """Two reports on the same `n_items` items, A of skill 950 and B of skill 990 (bench/compare_memory.py
+    makes them; with `distinct_elo` every item has an item Elo of its own, as a stranger's report may)."""
+    return bench_script("compare_memory").synthetic_pair(n_items, distinct_elo, seed)
 
 
 # ---------------------------------------------------------------- (1) the draws, block by block
