@@ -58,7 +58,7 @@ def explain(rule: str, ours: list[rules.Choice], lls: list[float], mine: int, th
     elif moved <= ROUNDING:
         why = (
             "a near tie: the same tokens, and log-probs that differ by float32 rounding only (at most "
-            f"{ROUNDING:g} nats), enough to turn the lead round"
+            f"{ROUNDING:g} nats), enough to reverse which of the two scores higher"
         )
     else:
         why = "not explained by rounding or tokenization"
@@ -147,10 +147,15 @@ def render_tables(data: dict) -> str:
         t = data["cross_runs"]
         rule_names = list(t["rules"])
         out += [""] + markdown_table(
-            ["run", *[f"{r} Elo (rank)" for r in rule_names]],
-            "l" + "r" * len(rule_names),
+            ["run", *[f"{r} Elo (rank)" for r in rule_names], "mean against the run: same choice, max difference"],
+            "l" + "r" * len(rule_names) + "r",
             [
-                [row["name"], *[f"{row['rules'][r]['elo']:.1f} ({row['rules'][r]['rank']})" for r in rule_names]]
+                [
+                    row["name"],
+                    *[f"{row['rules'][r]['elo']:.1f} ({row['rules'][r]['rank']})" for r in rule_names],
+                    f"{row['mean_reproduces_run']['same_choice']} of {row['mean_reproduces_run']['n_items']}, "
+                    f"{row['mean_reproduces_run']['max_abs_diff']}",
+                ]
                 for row in t["runs"]
             ],
         )
@@ -204,6 +209,7 @@ def main(argv=None) -> int:
                 {
                     "name": r["name"],
                     "report": r["report"],
+                    "mean_reproduces_run": r["rules"]["mean"]["reproduces_run"],
                     "rules": {k: {"elo": v["elo"], "rank": v["rank"]} for k, v in r["rules"].items()},
                 }
                 for r in cross["runs"]

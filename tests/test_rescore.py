@@ -335,3 +335,14 @@ def test_rescore_imports_no_torch_and_no_model_library(three_runs, tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "rc 0 loaded []"
     assert (tmp_path / "o" / "rescore.json").is_file()
+
+
+def test_base_bench_help_lists_rescore_with_the_other_commands(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    listed = [line.split()[1] for line in capsys.readouterr().out.splitlines() if line.startswith("  base-bench ")]
+    assert listed[:5] == ["compare", "leaderboard", "explore", "rescore", "trajectory"]
+    with pytest.raises(SystemExit) as e:
+        main(["rescore", "--help"])
+    assert e.value.code == 0 and "per_byte" in capsys.readouterr().out
