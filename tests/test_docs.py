@@ -247,13 +247,15 @@ def work_notes(text: str) -> list[tuple[int, str, str]]:
 
 
 def markdown_pages() -> list[Path]:
-    """Every Markdown file of the repository (not of a virtual environment, a build or a run)."""
+    """Every Markdown file of the repository (not of a virtual environment, a build, a run or the
+    output folders that leaderboard and rescore make by default)."""
     skip = {"runs", "build", "dist", "node_modules", "leaderboard"}
     return sorted(
         p
         for p in ROOT.rglob("*.md")
         if not any(
-            part.startswith(".") or part in skip or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts
+            part.startswith((".", "rescore-")) or part in skip or part.endswith(".egg-info")
+            for part in p.relative_to(ROOT).parts
         )
     )
 
