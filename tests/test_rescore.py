@@ -258,6 +258,12 @@ def test_the_table_ranks_the_runs_under_each_rule_with_tau_b_and_the_flips(three
     assert json.loads((out / "rescore.json").read_text())["rules"]["sum"]["can_be_official"] is False
 
 
+def test_rescore_in_python_takes_a_comma_list_and_report_dicts(bundled, run, tmp_path):
+    table = rescoring.rescore([run], "sum,per_byte", tmp_path / "o")
+    assert list(table["runs"][0]["rules"]) == ["sum", "per_byte"] and table["tau_b"][0]["tau_b"] is None
+    assert table["runs"][0]["rules"]["sum"]["official"] is False
+
+
 def test_the_default_out_dir_differs_for_other_runs_and_not_for_the_same(three_runs, bundled):
     reps, paths = three_runs
     loaded = [rescoring._report(str(p)) for p in paths]

@@ -306,13 +306,13 @@ def rescore(
     fetch=None,
 ) -> dict:
     """Score `runs` (run directories, report.json paths or report dicts) again under each of
-    `rule_names`, write OUT_DIR/rescore.json, rescore.md and OUT_DIR/<run>/<rule>/report.json, and
+    `rule_names` (names, or one comma list), write OUT_DIR/rescore.json, rescore.md and OUT_DIR/<run>/<rule>/report.json, and
     return the table (rescore.json's dict, with "out_dir" and "files"). `data`: bundled, hub or a
     path to the file the runs scored (default: the bundled set, found by SHA-256). ReportError,
     DataError or UsageError (one line) before anything is written; existing files need `force`."""
     from .rescore_view import render_markdown
 
-    rule_names = rules.parse_rules(list(rule_names))
+    rule_names = rules.parse_rules([rule_names] if isinstance(rule_names, str) else list(rule_names))
     reps, seen = [], set()
     for run in runs:
         rep = _report(run)
