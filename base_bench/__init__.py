@@ -12,6 +12,11 @@ Finished runs, side by side item by item in one self-contained page (`base-bench
     from base_bench import explore
     explore(["runs/a", "runs/b"], "explore-out")   # writes explore-out/explore.html
 
+The same runs under lm-eval's rules, from their stored log-probs (`base-bench rescore`):
+
+    from base_bench import rescore
+    table = rescore(["runs/a", "runs/b"], ["mean", "sum"], "rescore-out")   # rescore.json's dict
+
 `base_bench.integrations.BaseBenchCallback` scores the live model from a transformers Trainer.
 The layout, top to bottom (each subpackage imports only those below it; tests/test_layout.py):
 `commands/` (the command lines), `contamination/` and `integrations/`, `evaluation.py` (the one
@@ -36,6 +41,7 @@ from .version import __version__
 __all__ = [
     "evaluate",
     "explore",
+    "rescore",
     "BaseBenchError",
     "DataError",
     "DistributedError",
@@ -61,4 +67,8 @@ def __getattr__(name):
         from .commands.explore import explore
 
         return explore
+    if name == "rescore":
+        from .results.rescoring import rescore
+
+        return rescore
     raise AttributeError(f"module 'base_bench' has no attribute {name!r}")

@@ -119,6 +119,52 @@ def test_the_rules_are_compared_item_by_item():
         side.compare(rep, samples, tokens)
 
 
+def _rescored(picks, sums, n_tokens, n_chars, n_bytes):
+    return {
+        "items": [
+            {
+                "id": f"x-{i:03d}",
+                "prediction": p,
+                "choices": [
+                    {"logprob": s, "n_tokens": t, "n_chars": c, "n_bytes": b}
+                    for s, t, c, b in zip(sums[i], n_tokens[i], n_chars[i], n_bytes[i])
+                ],
+            }
+            for i, p in enumerate(picks)
+        ]
+    }
+
+
+def test_rescore_is_checked_against_lm_evals_choices_and_each_difference_explained():
+    bench = bench_script("rescore_lm_eval")
+    # item 0: per char -2/2 = -1.0 against -2.00002/2 = -1.00001: base-bench picks 0 by 1e-5; lm-eval's
+    # log-likelihoods (-2.00003, -2.0) pick 1 by 1.5e-5: both leads are within the runs' log-prob
+    # difference (3e-5), a near tie. Item 1: the same choice. Item 2: continuation 1 retokenized.
+    sums = [[-2.0, -2.00002], [-1.0, -3.0], [-4.0, -1.0]]
+    lengths = [[2, 2], [2, 4], [2, 2]]
+    rescored = {r: _rescored([0, 0, 1], sums, lengths, lengths, lengths) for r in ("sum", "per_char", "per_byte")}
+    side = {
+        "comparison": {
+            "items": [
+                {"id": "x-000", "lm_eval_ll": [-2.00003, -2.0], "pred": dict.fromkeys(bench.PAIRS.values(), 1)},
+                {"id": "x-001", "lm_eval_ll": [-1.0, -3.0], "pred": dict.fromkeys(bench.PAIRS.values(), 0)},
+                {"id": "x-002", "lm_eval_ll": [-1.0, -2.0], "pred": dict.fromkeys(bench.PAIRS.values(), 0)},
+            ],
+            "tokenization": {"continuations_tokenized_differently": 1, "examples": ["x-002#1"]},
+        }
+    }
+    a = bench.agreement(rescored, side)
+    assert a["per_char"]["same"] == 1 and [d["id"] for d in a["per_char"]["differ"]] == ["x-000", "x-002"]
+    near, retok = a["per_char"]["differ"]
+    assert near["margin_base_bench"] == pytest.approx(1e-5) and near["margin_lm_eval"] == pytest.approx(1.5e-5)
+    assert near["max_logprob_difference"] == pytest.approx(3e-5) and near["why"].startswith("a near tie")
+    assert retok["why"].startswith("lm-eval tokenized") and (retok["base_bench_pick"], retok["lm_eval_pick"]) == (1, 0)
+    assert a["per_char"]["closest_item"] == "x-000" and a["per_char"]["closest_margin"] == pytest.approx(1e-5)
+    # a difference that rounding cannot explain is said to be one
+    side["comparison"]["items"][0]["lm_eval_ll"] = [-1.0, -2.00002]
+    assert bench.agreement(rescored, side)["sum"]["differ"][0]["why"] == "not explained by rounding or tokenization"
+
+
 def test_ties_go_to_the_lowest_index_as_in_the_card():
     side = bench_script("lm_eval_side")
     assert side.argmax([-1.0, -0.5, -0.5, -2.0]) == 1 and side.argmax([0.0, 0.0]) == 0

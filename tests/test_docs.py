@@ -247,13 +247,15 @@ def work_notes(text: str) -> list[tuple[int, str, str]]:
 
 
 def markdown_pages() -> list[Path]:
-    """Every Markdown file of the repository (not of a virtual environment, a build or a run)."""
+    """Every Markdown file of the repository (not of a virtual environment, a build, a run or the
+    output folders that leaderboard and rescore make by default)."""
     skip = {"runs", "build", "dist", "node_modules", "leaderboard"}
     return sorted(
         p
         for p in ROOT.rglob("*.md")
         if not any(
-            part.startswith(".") or part in skip or part.endswith(".egg-info") for part in p.relative_to(ROOT).parts
+            part.startswith((".", "rescore-")) or part in skip or part.endswith(".egg-info")
+            for part in p.relative_to(ROOT).parts
         )
     )
 
@@ -439,6 +441,14 @@ def test_results_holds_the_table_readme_runs_wrote():
     assert [r["cache"] for r in data["runs"]] == ["written", "hit", "written"]
 
 
+def test_results_holds_the_tables_rescore_lm_eval_wrote():
+    bench = bench_script("rescore_lm_eval")
+    data = json.loads((ROOT / "bench" / "rescore_lm_eval.json").read_text())
+    assert bench.render_tables(data) in (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    assert data["mean_reproduces_run"]["max_abs_diff"] == 0.0 and len(data["agreement"]) == 3
+    assert data["cross_runs"] and len(data["cross_runs"]["runs"]) >= 2
+
+
 def test_the_compare_example_is_what_the_command_makes_of_its_json():
     from base_bench.commands.compare import render_markdown, summary_lines
     from base_bench.items.dataset import BUNDLED_SHA256
@@ -616,7 +626,7 @@ def test_every_quoted_figure_is_in_results(page):
 # user who follows two of them would otherwise be stopped by "already holds a run"), and a folder
 # an example reads is one an example writes.
 EXAMPLE_PAGES = [*USER_PAGES, ROOT / "data" / "README.md"]
-READERS = ("compare", "leaderboard", "explore", "trajectory")
+READERS = ("compare", "leaderboard", "explore", "trajectory", "rescore")
 
 
 def placeholder(path: str) -> bool:

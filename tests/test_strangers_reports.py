@@ -185,6 +185,15 @@ def _official(bundled_rep: dict) -> dict:
     return rep
 
 
+def _rescored_by_sum(rep):
+    """The rule named sum, and the choices picked by it (so only the official claim is wrong)."""
+    rep["scoring"] = {"rule": "sum"}
+    for it in rep["items"]:
+        sums = [c["logprob"] for c in it["choices"]]
+        it["prediction"] = sums.index(max(sums))
+        it["correct"] = it["prediction"] == it["label"]
+
+
 def test_official_needs_the_card_setup_not_an_empty_list_of_reasons(good):
     from base_bench.results import checked
 
@@ -196,7 +205,7 @@ def test_official_needs_the_card_setup_not_an_empty_list_of_reasons(good):
         "--add-bos": lambda r: r["config"].update(add_bos=True),
         "no add_bos at all": lambda r: r["config"].pop("add_bos"),
         "--max-spread": lambda r: r["config"].update(packing_check={"invariance": {"threshold": 0.01}}),
-        "another rule": lambda r: r.update(scoring={"rule": "sum"}),
+        "another rule": _rescored_by_sum,
         "an item left out": lambda r: r.update(items=r["items"][:-1]),
     }
     for what, change in forged.items():

@@ -51,7 +51,7 @@ TERMINAL_FLIPS = 10  # flipped items listed per direction on the terminal; the f
 def setting_notes(info_a: dict, info_b: dict) -> list[str]:
     """Settings that differ between the runs and so are part of what is being compared."""
     notes = []
-    for key in ("backend", "dtype", "add_bos", "scoring_version"):
+    for key in ("backend", "dtype", "add_bos", "scoring_version", "rule"):
         if info_a[key] != info_b[key]:
             notes.append(f"{key} differs: A {info_a[key]}, B {info_b[key]}")
     if info_a["official"] != info_b["official"]:

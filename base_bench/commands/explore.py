@@ -29,50 +29,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from ..contamination.canary import canaries_of
 from ..errors import BaseBenchError, DataError
-from ..items import card
-from ..items.dataset import BUNDLED_SHA256
-from ..items.datasource import BUNDLED, HUB, DataSource, open_data
+from ..items.datasource import BUNDLED, HUB
+from ..items.lookup import find_data
 from ..results.explore import PAGE_FILE, PUBLISH_WARNING, REDACTED_WARNING, build_page, render_html
 from ..results.reports_io import ReportError, check_outputs, load_report, report_problem, write_outputs
 from .cliargs import Parser, add_out_dir, fail, printable
-
-
-def _one_sha(reports: Sequence[dict]) -> str:
-    shas: dict[str, int] = {}
-    for r in reports:
-        shas[r["data"]["sha256"]] = shas.get(r["data"]["sha256"], 0) + 1
-    if len(shas) > 1:
-        listed = ", ".join(f"{s[:12]}… ({n} run(s))" for s, n in shas.items())
-        raise ReportError(
-            f"the runs scored different data files ({listed}); explore sets runs of one data file side by side"
-        )
-    return next(iter(shas))
-
-
-def find_data(reports: Sequence[dict], data=None, fetch=None) -> DataSource:
-    """The data file the runs scored: `data` (bundled, hub or a path) when given, else the bundled
-    set when its SHA-256 is the runs'. DataError (one line) when none is found or it does not match."""
-    sha = _one_sha(reports)
-    if data is None:
-        if sha != BUNDLED_SHA256:
-            kind = "the official" if sha == card.OFFICIAL_SHA256 else "a"
-            hint = "--data hub (the gated file) or --data PATH" if sha == card.OFFICIAL_SHA256 else "--data PATH"
-            raise DataError(
-                f"the runs scored {kind} data file with SHA-256 {sha[:12]}…, not the bundled set; give that file with {hint}"
-            )
-        data = BUNDLED
-    source = open_data(data, fetch=fetch)
-    if source.dataset.sha256 != sha:
-        raise DataError(
-            f"{source.record['path']}: SHA-256 {source.dataset.sha256[:12]}… is not the data file the runs "
-            f"scored ({sha[:12]}…); give the file they scored"
-        )
-    return source
 
 
 def _report(run) -> dict:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from ..errors import BaseBenchError
 from ..items import card
-from ..results import plots
+from ..results import checked, plots
 from ..results.checked import describe_data
 from ..results.markdown import md_cell, md_code, md_text
 from ..results.report import ci_cell, elo_cell, pct_cell
@@ -76,10 +76,16 @@ def _spec(rep: dict) -> str:
     return ((rep.get("config") or {}).get("model") or {}).get("spec") or "unknown model"
 
 
+def _rule_tag(rep: dict) -> str:
+    """ " (rescored: sum)" for a report that `base-bench rescore` wrote, naming its rule; "" for a run's."""
+    rule = (rep.get("scoring") or {}).get("rule")
+    return "" if rule is None else f" (rescored: {rule})"
+
+
 def run_labels(reports: list[dict]) -> list[str]:
-    """Display names; dtype / add_bos are added only where runs in the list differ in them, and the
-    run directory where two labels would still be the same."""
-    labels = [display_name(_spec(r)) for r in reports]
+    """Display names, with the rule of a rescored report; dtype / add_bos are added only where runs in
+    the list differ in them, and the run directory where two labels would still be the same."""
+    labels = [display_name(_spec(r)) + _rule_tag(r) for r in reports]
     if len({str(_cfg(r, "dtype")) for r in reports}) > 1:
         labels = [f"{lab} ({_cfg(r, 'dtype') or 'dtype n/a'})" for lab, r in zip(labels, reports)]
     if len({bool(_cfg(r, "add_bos")) for r in reports}) > 1:
@@ -106,6 +112,7 @@ def _row(rep: dict, label: str, categories: list[str]) -> dict:
         "weighted_accuracy": o.get("weighted_accuracy"),
         "n_items": len(rep["items"]),
         "official": bool(rep.get("official")),
+        "rule": checked.report_rule(rep),
         "data_sha256": rep["data"]["sha256"],
         "report": rep["_path"],
     }

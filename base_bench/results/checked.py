@@ -15,7 +15,10 @@ A report may come from anyone, so nothing in it is repeated as a fact before it 
    Categories and difficulties are the card's (a data file with any other is refused by the runner),
    and each item's Elo and point weight are the card's for its category and difficulty.
 2. **The claims are recomputed.** Each item's prediction is picked again from its choices' scores by the
-   card's rule (highest mean log-prob, the lowest index on a tie), and `correct` is that prediction
+   report's rule, `scoring.rule` (the card's, highest mean log-prob, when it names none, as a run's report
+   does; a report that `base-bench rescore` wrote names sum, per_char or per_byte, and each choice holds
+   what that rule needs: n_tokens, n_chars, n_bytes; see rules.py), the lowest index on a tie. An unknown
+   rule is refused. `correct` is that prediction
    against the label. From those outcomes the Overall and category Elo, their standard errors, the
    accuracies, their Wilson intervals and each item's expected p are computed again (`elo.summarize`,
    as the runner does) and must match the report within ELO_TOL / ACC_TOL (room for another CPU's
@@ -39,8 +42,7 @@ import re
 from ..items import card
 from ..items.dataset import BUNDLED_SHA256
 from ..items.datasource import DESCRIPTIONS
-from ..items.records import ChoiceScore, pick
-from . import elo, stats
+from . import elo, rules, stats
 
 ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct", "choices", "prediction", "label")
 MAX_ITEMS = 100_000  # items in one report (the card's set has 350)
@@ -53,7 +55,8 @@ MAX_STEP = 2**53  # a training step (a float holds every whole number up to it: 
 ELO_TOL = 1e-7  # a recomputed rating or standard error may differ by this share (libm rounding): 1e-4 Elo at 1000
 ACC_TOL = 1e-9  # an accuracy, an interval end or an expected p may differ by this much
 SHA256 = re.compile(r"[0-9a-f]{64}")
-RULE = "mean"  # the card's rule, as `scoring.rule` names it (a rescored report names its own)
+RULE = rules.CARD_RULE  # the card's rule, as `scoring.rule` names it (a rescored report names its own)
+LENGTH_KEYS = ("n_tokens", "n_chars", "n_bytes")  # a choice's lengths, that the rules divide by
 
 DATA_LABELS = {"official": "official data", "bundled": "bundled set", "modified": "modified data"}
 
@@ -92,7 +95,12 @@ def report_problem(rep) -> str | None:
     """Why `rep` cannot be used as a report (one short phrase naming the field), or None."""
     if not isinstance(rep, dict):
         return "top level is not an object"
-    problem = _data_problem(rep.get("data")) or _items_problem(rep.get("items")) or _config_problem(rep)
+    problem = (
+        _data_problem(rep.get("data"))
+        or _scoring_problem(rep.get("scoring"))
+        or _items_problem(rep.get("items"), report_rule(rep))
+        or _config_problem(rep)
+    )
     if problem:
         return problem
     reasons = rep.get("non_official_reasons")
@@ -110,6 +118,21 @@ def report_problem(rep) -> str | None:
     return _results_problem(rep.get("results"), rep["items"])
 
 
+def report_rule(rep: dict) -> str:
+    """The rule a (checked) report's predictions follow: its `scoring.rule`, else the card's."""
+    return (rep.get("scoring") or {}).get("rule", RULE)
+
+
+def _scoring_problem(scoring) -> str | None:
+    if scoring is None:
+        return None
+    if not isinstance(scoring, dict) or not isinstance(scoring.get("rule", RULE), str):
+        return "scoring.rule is not a string"
+    if scoring.get("rule", RULE) not in rules.RULES:
+        return f"scoring.rule {_shown(scoring['rule'])} is not one of {', '.join(rules.RULES)}"
+    return None
+
+
 def _data_problem(data) -> str | None:
     if not isinstance(data, dict) or not isinstance(data.get("sha256"), str):
         return "no data.sha256"
@@ -124,7 +147,7 @@ def _data_problem(data) -> str | None:
     return None
 
 
-def _items_problem(items) -> str | None:
+def _items_problem(items, rule: str) -> str | None:
     if not isinstance(items, list) or not items:
         return "no items"
     if len(items) > MAX_ITEMS:
@@ -134,7 +157,7 @@ def _items_problem(items) -> str | None:
         missing = [k for k in ITEM_KEYS if not isinstance(it, dict) or k not in it]
         if missing:
             return f"item {n} lacks {', '.join(missing)}"
-        problem = _item_problem(it)
+        problem = _item_problem(it, rule)
         if problem:
             return f"item {n}: {problem}"
         categories.add(it["category"])
@@ -146,7 +169,7 @@ def _items_problem(items) -> str | None:
     return None
 
 
-def _item_problem(it: dict) -> str | None:
+def _item_problem(it: dict, rule: str = RULE) -> str | None:
     """What is wrong with one item (its fields, then its claims), or None."""
     if not isinstance(it["id"], str) or not isinstance(it["category"], str):
         return "id and category must be strings"
@@ -165,17 +188,28 @@ def _item_problem(it: dict) -> str | None:
         and all(isinstance(c, dict) and within(c.get("logprob"), -MAX_ABS_LOGPROB, MAX_ABS_LOGPROB) for c in choices)
     ):
         return "choices are not a list of log-probs"
-    if not all(count(c.get("n_tokens"), MAX_TOKENS) and c["n_tokens"] >= 1 for c in choices):
-        return f"a choice's n_tokens is not a whole number from 1 to {MAX_TOKENS:,}"
-    scores = [ChoiceScore(float(c["logprob"]), c["n_tokens"]) for c in choices]
+    need = rules.NEEDS[rule]
+    for key in LENGTH_KEYS:
+        if (key == need or any(key in c for c in choices)) and not all(
+            count(c.get(key), MAX_TOKENS) and c[key] >= 1 for c in choices
+        ):
+            return f"a choice's {key} is not a whole number from 1 to {MAX_TOKENS:,}"
+    if "n_chars" in choices[0] and "n_bytes" in choices[0]:
+        if not all(c["n_chars"] <= c["n_bytes"] <= 4 * c["n_chars"] for c in choices):
+            return "a choice's n_bytes is not 1 to 4 UTF-8 bytes per character of its n_chars"
+    scores = [rules.Choice(float(c["logprob"]), *(c.get(k) for k in LENGTH_KEYS)) for c in choices]
     for c, s in zip(choices, scores):
-        if "mean_logprob" in c and not (number(c["mean_logprob"]) and _close(c["mean_logprob"], s.mean, ACC_TOL)):
+        if "mean_logprob" in c and not (
+            number(c["mean_logprob"]) and s.n_tokens and _close(c["mean_logprob"], s.logprob / s.n_tokens, ACC_TOL)
+        ):
             return "a choice's mean_logprob is not its logprob / n_tokens"
     for key in ("prediction", "label"):
         if not (count(it[key]) and it[key] < len(choices)):
             return f"{key} is not the index of one of its {len(choices)} choices"
-    if it["prediction"] != pick(scores):
-        return f"prediction is {it['prediction']}, but its choices' scores pick {pick(scores)}"
+    picked = rules.pick(rule, scores)
+    if it["prediction"] != picked:
+        under = "" if rule == RULE else f" under its rule ({rule})"
+        return f"prediction is {it['prediction']}, but its choices' scores pick {picked}{under}"
     if it["correct"] != (it["prediction"] == it["label"]):
         return "correct does not match its prediction and label"
     return _card_problem(it)
@@ -216,9 +250,6 @@ def _config_problem(rep: dict) -> str | None:
     for key in ("limit", "limit_per_category"):
         if cfg.get(key) is not None and not (count(cfg[key]) and cfg[key] >= 1):
             return f"config.{key} is not a positive whole number"
-    scoring = rep.get("scoring")
-    if scoring is not None and not (isinstance(scoring, dict) and isinstance(scoring.get("rule", RULE), str)):
-        return "scoring.rule is not a string"
     return None
 
 
@@ -247,7 +278,7 @@ def official_problem(rep: dict) -> str | None:
     limit = inv.get("threshold") if isinstance(inv, dict) else None
     if limit is not None and not within(limit, 0.0, card.SPREAD_MAX):
         return f"the engine check's limit (--max-spread) is {_shown(limit)}, above the card's {card.SPREAD_MAX:g}"
-    rule = (rep.get("scoring") or {}).get("rule", RULE)
+    rule = report_rule(rep)
     if rule != RULE:
         return f"scoring.rule is {_shown(rule)}, not the card's mean log-prob per token"
     return None

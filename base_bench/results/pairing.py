@@ -11,6 +11,7 @@ apart. Pure functions of report dicts (as `reports_io.load_report` returns them)
 
 from __future__ import annotations
 
+from .checked import report_rule
 from .reports_io import ReportError, display_name
 
 FLIP_KEYS = ("a_right_b_wrong", "a_wrong_b_right")
@@ -30,6 +31,7 @@ def run_info(rep: dict) -> dict:
         "device": cfg.get("device"),
         "scoring_version": cfg.get("scoring_version"),
         "official": rep.get("official"),
+        "rule": report_rule(rep),
         "data_sha256": rep["data"]["sha256"],
         "n_items": len(rep["items"]),
     }
