@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import StorageError, UsageError
+from ..errors import DataError, StorageError, UsageError
 from ..items.datasource import BUNDLED, HUB
 
 EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in use by another process)
@@ -256,6 +256,16 @@ def add_data_flags(p: argparse.ArgumentParser, default: str) -> None:
         help="the card's spelling of --data DIR: read DIR/data/test.jsonl, or DIR itself if it is a "
         "JSONL file (--local-data . in a checkout is the bundled set)",
     )
+
+
+def data_of(text: str | None) -> str | Path | None:
+    """A reader's --data (explore, rescore) as open_data takes it: None when not given, "bundled",
+    "hub", or a Path; DataError for an empty string."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise DataError("--data takes bundled, hub or a path, not an empty string")
+    return text if text in (BUNDLED, HUB) else Path(text)
 
 
 def data_choice(args, default: str) -> str | Path:

@@ -32,21 +32,11 @@ import sys
 from pathlib import Path
 
 from ..contamination.canary import canaries_of
-from ..errors import BaseBenchError, DataError
-from ..items.datasource import BUNDLED, HUB
+from ..errors import BaseBenchError
 from ..items.lookup import find_data
 from ..results.explore import PAGE_FILE, PUBLISH_WARNING, REDACTED_WARNING, build_page, render_html
-from ..results.reports_io import ReportError, check_outputs, load_report, report_problem, write_outputs
-from .cliargs import Parser, add_out_dir, fail, printable
-
-
-def _report(run) -> dict:
-    if isinstance(run, dict):
-        problem = report_problem(run)
-        if problem:
-            raise ReportError(f"a report given as a dict is not a usable base-bench report ({problem})")
-        return run
-    return load_report(run)
+from ..results.reports_io import ReportError, as_report, check_outputs, write_outputs
+from .cliargs import Parser, add_out_dir, data_of, fail, printable
 
 
 def _dedupe(reports: list[dict]) -> list[dict]:
@@ -76,7 +66,7 @@ def explore(
     out = Path(out_dir).expanduser()
     target = out / PAGE_FILE
     check_outputs([target], force, out_dir=out)
-    reps = _dedupe([_report(r) for r in reports])
+    reps = _dedupe([as_report(r) for r in reports])
     if not reps:
         raise ReportError("no runs to explore")
     source = find_data(reps, data, fetch)
@@ -115,18 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _data_spec(text: str | None):
-    if text is None:
-        return None
-    if not text.strip():
-        raise DataError("--data takes bundled, hub or a path, not an empty string")
-    return text if text in (BUNDLED, HUB) else Path(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        path = explore(args.runs, args.out_dir, data=_data_spec(args.data), redact=args.redact, force=args.force)
+        path = explore(args.runs, args.out_dir, data=data_of(args.data), redact=args.redact, force=args.force)
     except BaseBenchError as exc:
         return fail(exc)
     print(printable(f"wrote {path}" + (" (item texts left out: --redact)" if args.redact else "")))

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from ..errors import BaseBenchError, DataError
-from ..items.datasource import BUNDLED, HUB
+from ..errors import BaseBenchError
 from ..results.rescore_view import summary_lines
 from ..results.rescoring import DEFAULT_RULES, rescore
 from ..results.rules import RULES
-from .cliargs import Parser, add_out_dir, fail, printable
+from .cliargs import Parser, add_out_dir, data_of, fail, printable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,20 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _data_spec(text: str | None):
-    if text is None:
-        return None
-    if not text.strip():
-        raise DataError("--data takes bundled, hub or a path, not an empty string")
-    return text if text in (BUNDLED, HUB) else Path(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        table = rescore(
-            args.runs, args.rule or DEFAULT_RULES, args.out_dir, data=_data_spec(args.data), force=args.force
-        )
+        table = rescore(args.runs, args.rule or DEFAULT_RULES, args.out_dir, data=data_of(args.data), force=args.force)
     except BaseBenchError as exc:
         return fail(exc)
     print(printable("\n".join(summary_lines(table))))

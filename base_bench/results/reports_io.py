@@ -56,6 +56,17 @@ def load_report(run: str | Path) -> dict:
     return load_checked(path, report_problem, "a usable base-bench report")
 
 
+def as_report(run) -> dict:
+    """`run` as a checked report: a report dict (checked in place, as a file would be) or a run
+    folder or report.json path (load_report); ReportError in one line if it cannot be used."""
+    if isinstance(run, dict):
+        problem = report_problem(run)
+        if problem:
+            raise ReportError(f"a report given as a dict is not a usable base-bench report ({problem})")
+        return run
+    return load_report(run)
+
+
 def load_checked(path: Path, problem_of, what: str) -> dict:
     """A JSON file made by others, read within bounds (untrusted.load_json: at most MAX_VALUES JSON
     values, numbers that arithmetic can use) and checked by `problem_of(obj) -> phrase or None`;

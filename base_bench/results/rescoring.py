@@ -37,7 +37,7 @@ from ..items.lookup import find_data
 from ..items.records import ChoiceScore, Item, ItemResult
 from . import ranking, rules
 from .report import BENCHMARK, build_report, dumps
-from .reports_io import check_finished, check_outputs, display_name, load_report, report_problem, write_outputs
+from .reports_io import as_report, check_finished, check_outputs, display_name, write_outputs
 from .stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 TABLE_FILES = ("rescore.json", "rescore.md")
@@ -286,13 +286,9 @@ def default_out_dir(reports: Sequence[dict]) -> Path:
 
 
 def _report(run) -> dict:
-    if isinstance(run, dict):
-        problem = report_problem(run)
-        if problem:
-            raise ReportError(f"a report given as a dict is not a usable base-bench report ({problem})")
-        return run
-    rep = load_report(run)
-    check_finished(rep)
+    rep = as_report(run)
+    if not isinstance(run, dict):
+        check_finished(rep)
     return rep
 
 
