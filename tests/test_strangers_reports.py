@@ -241,6 +241,7 @@ CRAFTED = {
     "config.model.spec a list": (lambda r: r["config"]["model"].update(spec=["a", "b"]), "config.model.spec"),
     "config.dtype a dict": (lambda r: r["config"].update(dtype={"a": 1}), "config.dtype"),
     "data.description a list": (lambda r: r["data"].update(description=["x"]), "data.description"),
+    "an item without its difficulty": (lambda r: r["items"][0].pop("difficulty"), "item 0 lacks difficulty"),
 }
 
 

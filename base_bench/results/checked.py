@@ -44,7 +44,7 @@ from ..items.dataset import BUNDLED_SHA256
 from ..items.datasource import DESCRIPTIONS
 from . import elo, rules, stats
 
-ITEM_KEYS = ("id", "category", "item_elo", "point_weight", "correct", "choices", "prediction", "label")
+ITEM_KEYS = ("id", "category", "difficulty", "item_elo", "point_weight", "correct", "choices", "prediction", "label")
 MAX_ITEMS = 100_000  # items in one report (the card's set has 350)
 MAX_CATEGORIES = 100  # distinct categories in one report (the card has 7; any other is refused anyway)
 MAX_CHOICES = 64  # continuations of one item (the card's items have 4)
@@ -217,11 +217,9 @@ def _item_problem(it: dict, rule: str = RULE) -> str | None:
 
 def _card_problem(it: dict) -> str | None:
     """An item's category, difficulty, Elo and weight are the card's (the runner refuses any other)."""
-    cat, diff = it["category"], it.get("difficulty")
+    cat, diff = it["category"], it["difficulty"]
     if cat not in card.CATEGORIES:
         return f"category {_shown(cat)} is not one of the card's {len(card.CATEGORIES)}"
-    if diff is None:  # reports always carry it; without one, the weight still has to be a card weight
-        return None
     if diff not in card.DIFFICULTY_WEIGHTS:
         return f"difficulty {_shown(diff)} is not easy, medium or hard"
     if it["item_elo"] != card.item_elo(cat, diff):
@@ -303,7 +301,7 @@ def _results_problem(res, items: list[dict]) -> str | None:
         problem = _block_types(name, block)
         if problem:
             return problem
-    rows = [(it["category"], it.get("difficulty"), it["item_elo"], it["point_weight"], it["correct"]) for it in items]
+    rows = [(it["category"], it["difficulty"], it["item_elo"], it["point_weight"], it["correct"]) for it in items]
     want = elo.summarize(rows)
     problem = _block_claims("results.overall", overall, want["overall"], rows)
     if problem:
