@@ -16,11 +16,24 @@ from base_bench.commands.compare import build_comparison
 from base_bench.items.card import ELO_SCALE, PRIOR_RATING, PRIOR_WEIGHT
 from base_bench.results import elo, paired, stats
 from base_bench.results.elo import fit_elo
-from base_bench.results.stats import percentile_interval, resample_counts
+from base_bench.results.stats import percentile_interval
 
 from docpages import bench_script
 
 # ---------------------------------------------------------------- the old path, as it was
+
+
+def old_resample_counts(strata, resamples, seed):
+    rng = np.random.default_rng(seed)
+    strata = list(strata)
+    counts = np.zeros((resamples, len(strata)), dtype=np.int64)
+    for s in dict.fromkeys(strata):
+        members = np.array([i for i, t in enumerate(strata) if t == s])
+        m = members.size
+        draws = rng.integers(0, m, size=(resamples, m))
+        flat = draws + m * np.arange(resamples)[:, None]
+        counts[:, members] = np.bincount(flat.ravel(), minlength=resamples * m).reshape(resamples, m)
+    return counts
 
 
 def old_fit_elo_many(item_elo, weights, correct, lo=-10000.0, hi=10000.0):
@@ -78,7 +91,7 @@ def old_blocks(rep_a, rep_b, resamples, seed):
     w = np.array([float(a["point_weight"]) for a, _ in pairs])
     ya = np.array([1.0 if a["correct"] else 0.0 for a, _ in pairs])
     yb = np.array([1.0 if b["correct"] else 0.0 for _, b in pairs])
-    counts = resample_counts(cats, resamples, seed)
+    counts = old_resample_counts(cats, resamples, seed)
 
     def block(mask):
         return old_paired_difference(e[mask], w[mask], ya[mask], yb[mask], counts[:, mask])
@@ -112,7 +125,8 @@ SIZES = [1, 2, 3, 7, 50, 51, 1000, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 def test_blocks_of_draws_are_resample_counts_exactly(seed, layout):
     strata = [f"s{k}" for k, m in enumerate(layout) for _ in range(m)]
     for resamples in (1, 5, 33):
-        want = resample_counts(strata, resamples, seed)
+        want = old_resample_counts(strata, resamples, seed)
+        assert np.array_equal(stats.resample_counts(strata, resamples, seed), want)  # now one block of them
         for rows in sorted({1, 2, 3, 4, max(1, resamples - 1), resamples, resamples + 1, 1000}):
             blocks = list(stats.resample_count_blocks(strata, resamples, seed, rows))
             assert [b.shape[0] for b in blocks] == [min(rows, resamples - r) for r in range(0, resamples, rows)]
@@ -123,7 +137,7 @@ def test_blocks_of_draws_with_interleaved_strata():
     # strata need not be contiguous: taken in order of first appearance, as resample_counts does
     rng = np.random.default_rng(3)
     strata = list(rng.choice(["b", "a", "c", "d"], size=500, p=[0.5, 0.3, 0.19, 0.01]))
-    want = resample_counts(strata, 40, seed=9)
+    want = old_resample_counts(strata, 40, seed=9)
     for rows in (1, 3, 7, 39):
         assert np.array_equal(np.concatenate(list(stats.resample_count_blocks(strata, 40, 9, rows))), want)
 
@@ -132,7 +146,7 @@ def test_drawing_blocks_naively_gives_other_numbers():
     # Why each stratum needs its own generator state: drawing every stratum's rows of block 1, then of
     # block 2, from one generator reorders the stream. The tests above would catch that.
     strata = ["a"] * 7 + ["b"] * 5
-    want = resample_counts(strata, 6, seed=1)
+    want = old_resample_counts(strata, 6, seed=1)
     rng = np.random.default_rng(1)
     naive = np.zeros_like(want)
     for r0 in range(0, 6, 3):
@@ -254,7 +268,7 @@ def test_paired_differences_equal_paired_difference_per_subset():
     ya = np.array([float(a["correct"]) for a, _ in pairs])
     yb = np.array([float(b["correct"]) for _, b in pairs])
     subsets = [np.ones(210, dtype=bool), np.array([c == "quantitative" for c in cats]), np.arange(0, 210, 2)]
-    counts = resample_counts(cats, 250, seed=3)
+    counts = old_resample_counts(cats, 250, seed=3)
     want = [paired.paired_difference(e[s], w[s], ya[s], yb[s], counts[:, s]) for s in subsets]
     assert want[0] == old_paired_difference(e, w, ya, yb, counts)
     for rows in (4, 16, 250):

@@ -71,16 +71,9 @@ def resample_counts(strata: Sequence[Hashable], resamples: int, seed: int) -> np
     Within each stratum (taken in order of first appearance) the draw is n_s indices uniformly
     with replacement, so every row's counts sum to n_s over that stratum's items.
     """
-    rng = np.random.default_rng(seed)
     strata = list(strata)
-    counts = np.zeros((resamples, len(strata)), dtype=np.int64)
-    for s in dict.fromkeys(strata):
-        members = np.array([i for i, t in enumerate(strata) if t == s])
-        m = members.size
-        draws = rng.integers(0, m, size=(resamples, m))
-        flat = draws + m * np.arange(resamples)[:, None]
-        counts[:, members] = np.bincount(flat.ravel(), minlength=resamples * m).reshape(resamples, m)
-    return counts
+    # one block of every row: the strata's draws one after the other from one generator
+    return next(resample_count_blocks(strata, resamples, seed, resamples), np.zeros((0, len(strata)), dtype=np.int64))
 
 
 def strata_members(strata: Sequence[Hashable]) -> list[np.ndarray]:
