@@ -12,7 +12,8 @@ server that cannot be reached or answers with an error is a ServerError, and an 
 prompt log-probs fail the server check an EngineCheckError), an item that cannot be scored under
 the contract (ScoringError), a refused download (HubError), an
 out-dir that would be overwritten, does not match or is in use (RunError), a run's file that could
-not be written (StorageError: a full disk, an I/O error), an unreadable report (ReportError), an
+not be written (StorageError: a full disk, an I/O error), a results store that cannot be reached or
+used (StoreError), an unreadable report (ReportError), an
 argument out of range (UsageError), ranks that cannot work together (DistributedError). Anything
 else that escapes is a bug in base-bench. The classes live here, in a module that imports nothing,
 so `import base_bench` stays light.
@@ -75,6 +76,12 @@ class RunError(BaseBenchError):
 class StorageError(BaseBenchError):
     """A run's file could not be written (no space left, an I/O error...). What was saved before it
     is intact and complete; the message says what failed and how to continue (--resume)."""
+
+
+class StoreError(BaseBenchError):
+    """The results store (base_bench/store/) cannot be reached or used as asked: a server that does not
+    answer, a wrong password, a schema newer than this base-bench, a selection that matches nothing.
+    The message names the store without its password."""
 
 
 class ReportError(BaseBenchError):

@@ -85,3 +85,27 @@ def server(tok_dir):
     srv = HostileServer(AutoTokenizer.from_pretrained(tok_dir)).start()
     yield srv
     srv.close()
+
+
+@pytest.fixture
+def postgres_url():
+    """An empty PostgreSQL database for this test (tests/storedb.py): this xdist worker's own,
+    base_bench_test_<worker> on the server of $BASE_BENCH_TEST_PG, emptied before the test, as a
+    postgresql://user:password@host:port/db URL. Skipped where the server cannot be reached, but a
+    failure under CI=1 or with BASE_BENCH_TEST_PG set: .ci/run starts the server and sets it."""
+    import storedb
+
+    problem = storedb.pg_problem()
+    if problem:
+        fail = os.environ.get("CI") or os.environ.get(storedb.ENV)
+        (pytest.fail if fail else pytest.skip)(f"{problem}; {storedb.HOW_TO_START}")
+    return storedb.empty_worker_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """The URL of an empty database for this test, once per backend: `sqlite:///{tmp_path}/store.db`
+    (the file not made yet), and `postgres_url`'s PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/store.db"
+    return request.getfixturevalue("postgres_url")

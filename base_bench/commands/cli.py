@@ -8,7 +8,7 @@ an out-dir in use by another process) ends with a one- or two-line message on st
 exit code, never a traceback. Exit codes: 0 done; 2 a user error; 74 a run file could not be
 written (disk full, I/O error); 130 SIGINT (Ctrl-C) and 143 SIGTERM, which stop the run cleanly:
 the finished items stay saved, the out-dir lock is released, and a line says how many are saved.
-Subcommands (`compare`, `leaderboard`, `explore`, `rescore`, `trajectory`, `contamination`) are routed to their own modules.
+Subcommands (`compare`, `leaderboard`, `explore`, `rescore`, `trajectory`, `contamination`, `store`) are routed to their own modules.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from .cliargs import (
     positive_int,
 )
 
-SUBCOMMANDS = ("compare", "leaderboard", "explore", "rescore", "trajectory", "contamination")
+SUBCOMMANDS = ("compare", "leaderboard", "explore", "rescore", "trajectory", "contamination", "store")
 SERVER_FLAGS = ("base_url", "tokenizer", "api_key_env", "concurrency", "request_timeout", "max_retries")
 VLLM_FLAGS = ("--tensor-parallel-size", "--pipeline-parallel-size", "--vllm-arg")
 # flags that say where and how torch places the model: --device first (llama.cpp takes that one)
@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  base-bench explore RUN_DIR...       the runs side by side, item by item, in one HTML page\n"
         "  base-bench rescore RUN_DIR...       the runs under lm-eval's rules (sum, per_char, per_byte), no model\n"
         "  base-bench trajectory DIR           Elo over training, from BaseBenchCallback's reports\n"
-        "  base-bench contamination scan|probe|report   find the items in a corpus, probe a model, clean Elo",
+        "  base-bench contamination scan|probe|report   find the items in a corpus, probe a model, clean Elo\n"
+        "  base-bench store ingest|list|export|rebuild|upgrade   the results store (SQLite or PostgreSQL)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(

@@ -2,6 +2,8 @@
 
     p.add_argument("--limit", type=positive_int("--limit"))
     add_out_dir(p, "where the files go")   # --out-dir DIR, and --out, its older spelling
+    add_store_flag(p, "read the runs from this store")   # --store URL; store.store_url(args.store) adds $BASE_BENCH_STORE
+    add_label_flags(p)                     # --group G --step N --tokens N --tag T (results/labels.py)
     add_bootstrap(p, "paired bootstrap")     # --resamples N, --seed S
     return fail(exc)                 # one `base-bench: error: ...` line; EXIT_STORAGE for a StorageError,
                                      # else EXIT_USAGE
@@ -31,6 +33,7 @@ from ..items.datasource import BUNDLED, HUB
 
 EXIT_USAGE = 2  # a user error: bad flag, data, model or out-dir (also one in use by another process)
 EXIT_STORAGE = 74  # EX_IOERR of sysexits.h: a run file could not be written (disk full, I/O error)
+EXIT_STORE = 75  # EX_TEMPFAIL: the run's files were written, but not its row in the --store (`store ingest` adds it)
 
 
 def positive_int(name: str, low: int = 1):
@@ -106,6 +109,26 @@ def printable(text: str) -> str:
 def add_out_dir(p: argparse.ArgumentParser, help: str, default: str | None = None, required: bool = False) -> None:
     """--out-dir DIR, with --out as its older spelling (both set `out_dir`)."""
     p.add_argument("--out-dir", "--out", dest="out_dir", default=default, required=required, metavar="DIR", help=help)
+
+
+def add_store_flag(p: argparse.ArgumentParser, help: str) -> None:
+    """--store URL (default: $BASE_BENCH_STORE): sqlite:///PATH, PATH.db or postgresql://USER:PASSWORD@HOST/DB."""
+    p.add_argument("--store", metavar="URL", default=None, help=help + " (default: $BASE_BENCH_STORE)")
+
+
+def add_label_flags(p: argparse.ArgumentParser) -> None:
+    """--group G, --step N, --tokens N and --tag T (repeatable): the labels of a run (results/labels.py)."""
+    p.add_argument("--group", metavar="G", help="label the run with a group: a training run, a sweep, an ablation")
+    p.add_argument(
+        "--step", type=positive_int("--step", low=0), metavar="N", help="label the run with its training step"
+    )
+    p.add_argument(
+        "--tokens",
+        type=positive_int("--tokens", low=0),
+        metavar="N",
+        help="label the run with the tokens seen in training",
+    )
+    p.add_argument("--tag", action="append", default=[], metavar="T", help="a free tag for the run (repeatable)")
 
 
 def add_bootstrap(p: argparse.ArgumentParser, what: str = "bootstrap", resamples: int = 2000, seed: int = 1234) -> None:

@@ -43,6 +43,7 @@ from ..items import card
 from ..items.dataset import BUNDLED_SHA256
 from ..items.datasource import DESCRIPTIONS
 from . import elo, rules, stats
+from .labels import labels_problem
 
 ITEM_KEYS = ("id", "category", "difficulty", "item_elo", "point_weight", "correct", "choices", "prediction", "label")
 MAX_ITEMS = 100_000  # items in one report (the card's set has 350)
@@ -106,9 +107,9 @@ def report_problem(rep) -> str | None:
     reasons = rep.get("non_official_reasons")
     if reasons is not None and not (isinstance(reasons, list) and all(isinstance(r, str) for r in reasons)):
         return "non_official_reasons is not a list of strings"
-    step = rep.get("training_step")
-    if step is not None and not count(step, MAX_STEP):
-        return f"training_step is not a whole number from 0 to {MAX_STEP:,}"
+    problem = labels_problem(rep)
+    if problem:
+        return problem
     if not isinstance(rep.get("official", False), bool):
         return "official is not true or false"
     if rep.get("official"):
@@ -302,7 +303,7 @@ def _results_problem(res, items: list[dict]) -> str | None:
         if problem:
             return problem
     rows = [(it["category"], it["difficulty"], it["item_elo"], it["point_weight"], it["correct"]) for it in items]
-    want = elo.summarize(rows)
+    want = elo.summarize(rows, fit=elo.fit_elo_grouped)  # within 1e-9 Elo of the runner's fit_elo
     problem = _block_claims("results.overall", overall, want["overall"], rows)
     if problem:
         return problem

@@ -68,6 +68,34 @@ def fit_elo(outcomes: Iterable[tuple[float, float, float]], lo: float = -10000.0
     return (lo + hi) / 2.0
 
 
+def fit_elo_grouped(outcomes: Iterable[tuple[float, float, float]]) -> float:
+    """`fit_elo`, with the outcomes first summed per distinct item Elo (the card's items have 3 per
+    category): the same equation and bisection, at a cost that does not grow with the items. Its sums
+    are added in another order, so it may differ from fit_elo by float rounding (within 1e-9 Elo): the
+    checked reading of a report uses it, which allows that much; a run's own numbers come from fit_elo."""
+    weight: dict[float, float] = {}
+    won: dict[float, float] = {}
+    for e, w, y in outcomes:
+        e, w = float(e), float(w)
+        weight[e] = weight.get(e, 0.0) + w
+        won[e] = won.get(e, 0.0) + w * float(y)
+    levels = [(e, weight[e]) for e in weight]
+    wins = sum(won.values())
+    lo, hi = -10000.0, 10000.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        total = PRIOR_WEIGHT * (0.5 - expected(mid, PRIOR_RATING)) + wins
+        for e, w in levels:
+            total -= w * expected(mid, e)
+        if total > 0:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-9:
+            break
+    return (lo + hi) / 2.0
+
+
 def level_sums(which: np.ndarray, n_levels: int, weights: np.ndarray) -> np.ndarray:
     """Each row's sum of weights per level: out[b, l] = sum of weights[b, i] over the items i with
     which[i] == l, added in item order (np.bincount), a block of rows at a time so that the index
@@ -171,17 +199,18 @@ def weighted_accuracy(weights: Sequence[float], correct: Sequence[bool]) -> floa
     return sum(w for w, c in zip(weights, correct) if c) / total if total else math.nan
 
 
-def summarize(rows: Sequence[tuple[str, str, float, float, bool]]) -> dict:
+def summarize(rows: Sequence[tuple[str, str, float, float, bool]], fit=fit_elo) -> dict:
     """Ratings and accuracies for scored items.
 
     `rows` holds (category, difficulty, item_elo, point_weight, correct) per item. Returns
     overall Elo, per-category Elo (same prior), raw and weighted accuracy, and accuracy by
-    difficulty, each with the count it was computed on.
+    difficulty, each with the count it was computed on. `fit` fits each Elo (fit_elo_grouped: the
+    checked reading's quicker fit).
     """
 
     def block(sub):
         return {
-            "elo": fit_elo((e, w, 1.0 if c else 0.0) for _, _, e, w, c in sub),
+            "elo": fit((e, w, 1.0 if c else 0.0) for _, _, e, w, c in sub),
             "n": len(sub),
             "n_correct": sum(1 for r in sub if r[4]),
             "raw_accuracy": raw_accuracy([r[4] for r in sub]),

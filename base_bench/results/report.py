@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from ..items import card
 from ..items.records import Item, ItemResult
-from . import elo, stats
+from . import elo, rules, stats
 from .markdown import md_cell, md_code, md_text
 
 BENCHMARK = f"BananaMind Base Bench {card.VERSION}"
@@ -49,6 +49,8 @@ def build_report(
         r = results[it.id]
         rows.append((it.category, it.difficulty, it.item_elo, it.point_weight, r.correct))
         d = r.to_json()
+        for c, text in zip(d["choices"], it.continuations):
+            c["n_chars"], c["n_bytes"] = rules.lengths(text)  # what lm-eval's length rules divide by (rescore)
         d.update(
             category=it.category,
             difficulty=it.difficulty,

@@ -67,6 +67,23 @@ def as_report(run) -> dict:
     return load_report(run)
 
 
+def report_from_bytes(raw: bytes, where: str) -> dict:
+    """A report held as bytes (the store keeps report.json's), read as a file is: within bounds and
+    checked; ReportError "WHERE: not a usable base-bench report (phrase)". `_path` is `where`."""
+    what = "a usable base-bench report"
+    if len(raw) > untrusted.MAX_BYTES:
+        raise ReportError(f"{where}: not {what} (larger than {untrusted.MAX_BYTES:,} bytes)")
+    try:
+        obj = untrusted.loads(raw.decode("utf-8"), max_values=MAX_VALUES, strict=True)
+    except ValueError as e:
+        raise ReportError(f"{where}: not {what} ({untrusted.problem(e)})") from None
+    problem = report_problem(obj)
+    if problem:
+        raise ReportError(f"{where}: not {what} ({problem})")
+    obj["_path"] = where
+    return obj
+
+
 def load_checked(path: Path, problem_of, what: str) -> dict:
     """A JSON file made by others, read within bounds (untrusted.load_json: at most MAX_VALUES JSON
     values, numbers that arithmetic can use) and checked by `problem_of(obj) -> phrase or None`;
