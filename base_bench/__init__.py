@@ -34,6 +34,7 @@ from .errors import (
     RunError,
     ScoringError,
     StorageError,
+    StoreError,
     UsageError,
 )
 from .version import __version__
@@ -51,6 +52,7 @@ __all__ = [
     "RunError",
     "ScoringError",
     "StorageError",
+    "StoreError",
     "UsageError",
     "__version__",
 ]

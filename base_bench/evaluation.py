@@ -5,6 +5,7 @@
     report = evaluate(model, tokenizer, "hub", out_dir="runs/m")  # official data; the four run files
     report = evaluate(model, tokenizer, "my/dir", limit=16, out_dir="runs/m", resume=True)
     report = evaluate(model, tokenizer, limit_per_category=2)     # a smoke test of every category
+    report = evaluate(model, tokenizer, out_dir="runs/m", store="sqlite:///runs/bench.db", step=4000)  # + a row
 
 `evaluate` returns the dict that report.json holds. The command line (`cli.py`) only parses flags,
 loads the model and calls this function, so both give the same report for the same model, data and
@@ -19,7 +20,9 @@ settings. The steps, each done in one place:
 4. scoring: the packed scorer (after a start-up check against the plain one), length-sorted
    batches of `batch_size` items or of at most `batch_tokens` fed positions, several items packed
    into a row (engine/packing.py), halving the batch on out-of-memory;
-5. report: `report.build_report`, then report.json and predictions.md (only with `out_dir`).
+5. report: `report.build_report`, the labels (`group`, `step`, `tokens`, `tags`) and `scored_at`,
+   then report.json and predictions.md (only with `out_dir`);
+6. results store (only with `store`): the run's row, written by rank 0 once the files are written.
 
 Called on every rank of an initialised torch.distributed process group (torchrun, or a training
 job's own), each rank with its model (a replica, or its FSDP shards), it shares the items out
@@ -56,11 +59,12 @@ from .engine.distributed import Ranks, error_class, share
 from .engine.packing import Batching, batch_cost, longest_first
 from .engine.runstore import RunStore, signature_hash
 from .engine.scoring import Encoded, ScoringError, encode_item, set_row_length
-from .errors import BaseBenchError, ModelError, UsageError
+from .errors import BaseBenchError, ModelError, StoreError, UsageError
 from .items import card
 from .items.datasource import DataSource, open_data
 from .items.records import ChoiceScore, Item, ItemResult, pick
 from .results.checked import MAX_ABS_LOGPROB
+from .results.labels import Labels
 from .results.report import build_report, dumps, render_markdown
 from .version import __version__
 
@@ -129,6 +133,11 @@ def evaluate(
     resume: bool = False,
     progress: bool = True,
     model_info: dict | None = None,
+    store: str | None = None,
+    group: str | None = None,
+    step: int | None = None,
+    tokens: int | None = None,
+    tags=(),
 ) -> dict:
     """Score `model` on the benchmark and return the report (the dict report.json holds).
 
@@ -162,11 +171,20 @@ def evaluate(
     model_info  what the report records about where the model came from (the CLI passes the file
                 or Hub id it loaded, and its identity for `resume`); by default the model's
                 `name_or_path` and a fingerprint of its weights and tokenizer.
+    store       also write the run's result to this results store (base_bench/store):
+                sqlite:///PATH, PATH.db or postgresql://USER:PASSWORD@HOST/DB. Its URL is checked
+                before anything is scored (not its server), and written nowhere; the row is written
+                by rank 0 once the run's files are, and replaces the same run's row.
+    group, step, tokens, tags   label the run: a group name (a training run, a sweep), its training
+                step and tokens seen, free tags. They go into the report (`group`, `training_step`,
+                which `base-bench trajectory` reads, `tokens_seen`, `tags`) and so into the store.
 
     Raises a BaseBenchError subclass, with a one-line message, for data, a model, a tokenizer or an
     out-dir that cannot be used (or is in use by another process); nothing is written then. A run
     file that cannot be written (a full disk, an I/O error) raises StorageError; the items saved
-    before it stay, and resume=True continues.
+    before it stay, and resume=True continues. A store that cannot be written at the end raises
+    StoreError after the run's files are written (`base-bench store ingest OUT_DIR` adds the run
+    later); the report is on the exception, as its `report`.
     """
     with ExitStack() as held:  # the out-dir lock (rank 0), from store.begin until this returns or raises
         return _evaluate(
@@ -183,6 +201,8 @@ def evaluate(
             resume=resume,
             progress=progress,
             model_info=model_info,
+            results_store=store,
+            labels=(group, step, tokens, tags),
         )
 
 
@@ -201,9 +221,13 @@ def _evaluate(
     resume,
     progress,
     model_info,
+    results_store,
+    labels,
 ) -> dict:
     ranks = Ranks.current()
     with ranks.together():
+        labels = Labels.make(*labels)  # UsageError before anything is read or written
+        url = check_store_url(results_store)  # its URL read, nothing connected to
         setup = _setup(
             model,
             tokenizer,
@@ -337,10 +361,77 @@ def _evaluate(
         timing=timing,
         n_items_in_data=len(setup.source.dataset.items),
     )
+    labels.apply(report)
+    report["scored_at"] = _now()
+    text = dumps(report)
     if store:
-        store.write_text("report.json", dumps(report))
+        store.write_text("report.json", text)
         store.write_text("predictions.md", render_markdown(report))
+    if url is not None:
+        write_row(url, report, text, out_dir, ranks)
     return report
+
+
+def check_store_url(url) -> str | None:
+    """The results store URL `url` (a str, a Path to a .db file, or None for no store), checked
+    before anything is scored: UsageError for one that names no store, StoreError for a store that
+    no run could write (PostgreSQL without psycopg). Nothing is connected to, and a SQLite file in a
+    folder that is not there yet is let through (the run may make it: runs/bench.db beside
+    runs/<model>); a store still out of reach at the end is the end's StoreError."""
+    if url is None:
+        return None
+    if isinstance(url, Path):
+        url = str(url)
+    if not isinstance(url, str):
+        raise UsageError(f"store must be a store URL (a str) or None, not {type(url).__name__}")
+    from .store import open_store, shown_url
+
+    try:
+        open_store(url).dispose()
+    except StoreError:
+        if not shown_url(url).startswith("sqlite:"):
+            raise
+    return url
+
+
+def _now() -> str:
+    from .store.ingest import now
+
+    return now()
+
+
+def write_row(url: str, report: dict, text: str, out_dir, ranks: Ranks) -> None:
+    """Write the run's row to the results store (rank 0; every rank calls it), with the bytes
+    report.json holds (`text`, redacted as the file is), its source the folder `out_dir`; a store
+    that cannot be written is a StoreError on every rank, raised after the run's files are written,
+    with the report on it (`exc.report`) and the store's own one line (`exc.why`)."""
+    from .redact import redact_bytes
+    from .store import open_store, put
+
+    where = Path(out_dir).expanduser().resolve() if out_dir is not None else None
+    try:
+        with ranks.together():
+            if ranks.is_main:
+                try:
+                    db = open_store(url)
+                    try:
+                        put(db, report, source=str(where) if where else "evaluate()", raw=redact_bytes(text.encode()))
+                    finally:
+                        db.dispose()
+                except StoreError as exc:
+                    why = str(exc)
+                    if where is not None:
+                        then = f"the run's files are in {where}; `base-bench store ingest {where}` adds it later"
+                    else:
+                        then = "the run has no out_dir: write the report (the exception's `report`) to add it later"
+                    err = StoreError(f"the run was not stored: {why}; {then}")
+                    err.why = why
+                    raise err from None
+    except StoreError as exc:
+        exc.report = report
+        if not hasattr(exc, "why"):
+            exc.why = str(exc)
+        raise
 
 
 def _say(progress: bool, is_main: bool):

@@ -6,7 +6,7 @@ PostgreSQL database on a real server. No mocks. The fixtures in conftest.py use 
     engine = create_engine(sqlalchemy_url(store_url))   # a test's own engine (psycopg 3 driver)
 
 The server is $BASE_BENCH_TEST_PG, an admin URL whose role may create databases (default
-postgresql://base_bench:base_bench@127.0.0.1:5432/base_bench_test). Each pytest-xdist worker gets a database of its own,
+postgresql://base_bench:bb-pg-test-7c41e9@127.0.0.1:5432/base_bench_test). Each pytest-xdist worker gets a database of its own,
 base_bench_test_<worker>_<session> (gw0, gw1, or master without -n; <session> the pytest run's process id),
 made on first use and dropped when the worker exits
 Before each test its schemas are dropped and an empty `public`, owned by the role, is made again.
@@ -16,7 +16,7 @@ with BASE_BENCH_TEST_PG set, where they fail: .ci/run starts the server and sets
 broken install must not pass as a skip. Set up a machine as .ci/run does (Debian, as root):
 
     pg_ctlcluster 15 main start       # the version `pg_lsclusters` shows
-    runuser -u postgres -- psql -c "CREATE ROLE base_bench LOGIN CREATEDB PASSWORD 'base_bench'"
+    runuser -u postgres -- psql -c "CREATE ROLE base_bench LOGIN CREATEDB PASSWORD 'bb-pg-test-7c41e9'"
     runuser -u postgres -- createdb -O base_bench base_bench_test
 
 psycopg 3 is used directly here, not the store's code: the fixtures must not depend on what they test.
@@ -31,7 +31,7 @@ import re
 from urllib.parse import urlsplit, urlunsplit
 
 ENV = "BASE_BENCH_TEST_PG"
-DEFAULT_ADMIN_URL = "postgresql://base_bench:base_bench@127.0.0.1:5432/base_bench_test"
+DEFAULT_ADMIN_URL = "postgresql://base_bench:bb-pg-test-7c41e9@127.0.0.1:5432/base_bench_test"
 HOW_TO_START = (
     "start it as .ci/run does (pg_ctlcluster <version> main start; role base_bench, password base_bench, "
     f"CREATEDB; database base_bench_test owned by it) or set {ENV} to a postgresql:// URL of such a role"

@@ -675,6 +675,9 @@ def run_dirs(blocks: list[tuple[str, str, str]]) -> tuple[list[tuple[str, str, b
                     writes.append((where, value or cmd[i + 1], resume))
                     i += 1 if value else 2
                     continue
+                if flag == "--store":  # a results store: written by many runs at once, read by the views
+                    i += 1 if value else 2
+                    continue
                 if flag == "--report" and (value or i + 1 < len(cmd)):
                     reads.append((where, str(Path(value or cmd[i + 1]).parent)))
                     i += 1 if value else 2

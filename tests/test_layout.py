@@ -19,6 +19,7 @@ LAYERS = [
     {"evaluation"},
     {"backends"},
     {"engine"},
+    {"store"},
     {"results"},
     {"items"},
     {"errors", "version", "data", "untrusted", "redact"},

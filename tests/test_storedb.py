@@ -67,7 +67,7 @@ def test_postgres_url_is_an_empty_postgresql_database(postgres_url):
 def test_the_url_helpers():
     """No server needed: the per-database URL keeps the credentials, a message hides the password."""
     assert pg_url("base_bench_test_gw1", DEFAULT_ADMIN_URL) == (
-        "postgresql://base_bench:base_bench@127.0.0.1:5432/base_bench_test_gw1"
+        "postgresql://base_bench:bb-pg-test-7c41e9@127.0.0.1:5432/base_bench_test_gw1"
     )
     assert pg_url("other", "postgresql://u:p%40ss@db.example:6543/admin?sslmode=require") == (
         "postgresql://u:p%40ss@db.example:6543/other?sslmode=require"

@@ -6,8 +6,14 @@ yet finished (saving each item as it completes) and writes the run files. Then i
 summary. Every expected failure (bad flag, bad data, missing model, a run that would be overwritten,
 an out-dir in use by another process) ends with a one- or two-line message on stderr and a non-zero
 exit code, never a traceback. Exit codes: 0 done; 2 a user error; 74 a run file could not be
-written (disk full, I/O error); 130 SIGINT (Ctrl-C) and 143 SIGTERM, which stop the run cleanly:
-the finished items stay saved, the out-dir lock is released, and a line says how many are saved.
+written (disk full, I/O error); 75 the run finished and its files were written, but its row could
+not be written to the --store (`base-bench store ingest OUT_DIR` adds it later); 130 SIGINT
+(Ctrl-C) and 143 SIGTERM, which stop the run cleanly: the finished items stay saved, the out-dir
+lock is released, and a line says how many are saved.
+
+With --store URL (or $BASE_BENCH_STORE) the run's result is also written to that results store
+(SQLite or PostgreSQL) once its files are; --group, --step, --tokens and --tag label the run, in
+report.json and in the store. The store URL and the labels are checked before any model is loaded.
 Subcommands (`compare`, `leaderboard`, `explore`, `rescore`, `trajectory`, `contamination`, `store`) are routed to their own modules.
 """
 
@@ -32,10 +38,13 @@ from ..version import __version__
 from .cliargs import (
     DEVICE_MAPS,
     EXIT_STORAGE,
+    EXIT_STORE,
     EXIT_USAGE,
     Parser,
     add_data_flags,
     add_key_value_flag,
+    add_label_flags,
+    add_store_flag,
     data_choice,
     fail,
     key_values,
@@ -70,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         "  base-bench rescore RUN_DIR...       the runs under lm-eval's rules (sum, per_char, per_byte), no model\n"
         "  base-bench trajectory DIR           Elo over training, from BaseBenchCallback's reports\n"
         "  base-bench contamination scan|probe|report   find the items in a corpus, probe a model, clean Elo\n"
-        "  base-bench store ingest|list|export|rebuild|upgrade   the results store (SQLite or PostgreSQL)",
+        "  base-bench store ingest|list|export|rebuild|upgrade   the results store (SQLite or PostgreSQL);\n"
+        "      compare, leaderboard, explore and trajectory read it with --store URL in place of folders",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -287,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
         "with --backend vllm: a keyword argument for vllm.LLM, e.g. max_model_len=4096 or "
         "gpu_memory_utilization=0.8 (--model-arg does the same there)",
     )
+    add_store_flag(p, "also write the run's result to this results store")
+    add_label_flags(p)
     p.add_argument("--version", action="version", version=f"base-bench {__version__}")
     return p
 
@@ -316,6 +328,7 @@ def run(args) -> int:
     from ..backends.locate import check_request
     from ..errors import UsageError
 
+    _check_store_and_labels(args)
     _check_peft(args)
     if args.limit is not None and args.limit_per_category is not None:
         raise UsageError(
@@ -407,30 +420,65 @@ def _open_data(args):
     return open_data(data_choice(args, HUB), say=logging.getLogger("base_bench").info)
 
 
+def _check_store_and_labels(args) -> None:
+    """--store (else $BASE_BENCH_STORE) and the label flags, checked before anything is loaded: the
+    URL is read (its password registered as a secret), not connected to (evaluation.check_store_url).
+    Sets args.store_url and args.labels, which `_score` passes to evaluate()."""
+    from ..evaluation import check_store_url
+    from ..results.labels import Labels
+    from ..store import store_url
+
+    args.labels = Labels.make(args.group, args.step, args.tokens, args.tag)
+    args.store_url = check_store_url(store_url(args.store))
+
+
 def _score(args, model, tokenizer, source, out_dir: Path, info: dict, speak: bool = True) -> int:
-    """evaluate() with the run's flags, then the summary and where the files went (by rank 0)."""
+    """evaluate() with the run's flags, then the summary and where the files went (by rank 0). A run
+    whose row could not be written to the --store still has its files: the summary, then one error
+    line, and EXIT_STORE."""
+    from ..errors import StoreError
     from ..evaluation import evaluate
+    from ..results.labels import Labels
     from ..results.report import summary_lines
 
-    report = evaluate(
-        model,
-        tokenizer,
-        source,
-        limit=args.limit,
-        limit_per_category=args.limit_per_category,
-        batch_size=args.batch_size,
-        batch_tokens=args.batch_tokens,
-        add_bos=args.add_bos,
-        out_dir=out_dir,
-        resume=args.resume,
-        progress=True,
-        model_info=info,
-    )
+    labels = getattr(args, "labels", None) or Labels()
+    url = getattr(args, "store_url", None)
+    failed = None
+    try:
+        report = evaluate(
+            model,
+            tokenizer,
+            source,
+            limit=args.limit,
+            limit_per_category=args.limit_per_category,
+            batch_size=args.batch_size,
+            batch_tokens=args.batch_tokens,
+            add_bos=args.add_bos,
+            out_dir=out_dir,
+            resume=args.resume,
+            progress=True,
+            model_info=info,
+            store=url,
+            group=labels.group,
+            step=labels.step,
+            tokens=labels.tokens,
+            tags=labels.tags,
+        )
+    except StoreError as exc:
+        if getattr(exc, "report", None) is None:
+            raise
+        failed, report = exc, exc.report
     if speak:
         from ..redact import redact
 
         print(redact("\n".join(summary_lines(report))))
         print(f"wrote {out_dir}/report.json and {out_dir}/predictions.md")
+        if url is not None and failed is None:
+            from ..store import run_key, shown_url
+
+            print(redact(f"stored the run in {shown_url(url)} (key {run_key(report)[:12]})"))
+    if failed is not None:
+        return fail(failed, EXIT_STORE) if speak and not getattr(failed, "shared", False) else EXIT_STORE
     return 0
 
 

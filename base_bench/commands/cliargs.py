@@ -3,6 +3,7 @@
     p.add_argument("--limit", type=positive_int("--limit"))
     add_out_dir(p, "where the files go")   # --out-dir DIR, and --out, its older spelling
     add_store_flag(p, "read the runs from this store")   # --store URL; store.store_url(args.store) adds $BASE_BENCH_STORE
+    db = reading_store(args.store, folders_given=bool(args.runs))   # the store a view reads, or None
     add_label_flags(p)                     # --group G --step N --tokens N --tag T (results/labels.py)
     add_bootstrap(p, "paired bootstrap")     # --resamples N, --seed S
     return fail(exc)                 # one `base-bench: error: ...` line; EXIT_STORAGE for a StorageError,
@@ -309,3 +310,17 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\nsee `{self.prog} --help`\n")
+
+
+def reading_store(flag: str | None, folders_given: bool):
+    """The store a view reads (`store.Store`, opened for reading), or None where it reads folders:
+    run folders given win over $BASE_BENCH_STORE, and a --store flag given with them is refused
+    (UsageError); with no folders, the flag's store, else $BASE_BENCH_STORE's, else None."""
+    if flag is not None and folders_given:
+        raise UsageError("--store reads the runs from a store; give it or run folders, not both")
+    if folders_given:
+        return None  # (the store, and SQLAlchemy, are not even imported)
+    from ..store import open_store, store_url
+
+    url = store_url(flag)
+    return None if url is None else open_store(url, create=False)

@@ -3,10 +3,17 @@
     base-bench compare runs/model-a runs/model-b [--json cmp.json] [--markdown cmp.md]
                        [--resamples 2000] [--seed 1234] [--force]
     base-bench compare runs/model-a runs/model-b --out-dir DIR     # DIR/compare.json and DIR/compare.md
+    base-bench compare --store URL 3fa9c1 77d0e2 [...]             # two stored runs, by key or key prefix
 
-RUN_A and RUN_B are run directories holding report.json, or paths to report.json files. The two
-runs must have scored the same items of the same data file (same SHA-256, same item ids); any other
-pair is refused with one line on stderr and exit code 2. In code:
+RUN_A and RUN_B are run directories holding report.json, or paths to report.json files. With
+--store they are the keys of two runs in that results store, or prefixes of them (4 hex digits or
+more, as `base-bench store list` shows them); a prefix that names no run or more than one is refused.
+With $BASE_BENCH_STORE set and no --store, they are read as folders where one of them is on disk
+(folders win), else as keys of that store. The stored reports are read back and checked as files
+are, so the numbers are the same as from the folders. The two runs must have scored the same items
+of the same data file (same SHA-256, same item ids); any other pair is refused with one line on
+stderr and exit code 2. A and B are named as every view names runs (`reports_io.run_names`: group
+and step, else the shortest tail of the model spec that tells them apart). In code:
 
     rep_a, rep_b = load_report(path_a), load_report(path_b)
     cmp = build_comparison(rep_a, rep_b, resamples=2000, seed=1234)   # plain JSON-able dict
@@ -36,9 +43,9 @@ from ..results.markdown import md_cell, md_code, md_text
 from ..results.paired import mcnemar_exact, paired_differences
 from ..results.pairing import flips, pair_items, run_info
 from ..results.report import pct
-from ..results.reports_io import check_outputs, load_report, write_outputs
+from ..results.reports_io import check_outputs, load_report, run_names, write_outputs
 from ..results.stats import CONFIDENCE, block_rows, resample_count_blocks
-from .cliargs import Parser, add_bootstrap, fail, printable
+from .cliargs import Parser, add_bootstrap, add_store_flag, fail, printable, reading_store
 
 ALPHA = 0.05
 OUT_DIR_FILES = ("compare.json", "compare.md")  # what --out-dir DIR writes
@@ -106,6 +113,8 @@ def build_comparison(rep_a: dict, rep_b: dict, resamples: int = 2000, seed: int 
     """Every number of the comparison of B against A, as a JSON-able dict."""
     pairs = pair_items(rep_a, rep_b)
     info_a, info_b = run_info(rep_a), run_info(rep_b)
+    # named as every view names runs; the run lines show dtype and add_bos beside the name
+    info_a["name"], info_b["name"] = run_names([rep_a, rep_b], beside=("dtype", "add_bos"))
     cats = [a["category"] for a, _ in pairs]
     e = np.array([float(a["item_elo"]) for a, _ in pairs])
     w = np.array([float(a["point_weight"]) for a, _ in pairs])
@@ -353,8 +362,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare two runs on the same items: Overall and category Elo differences (B − A) with a "
         "paired bootstrap interval, an exact McNemar test, the items that flipped, and a verdict.",
     )
-    p.add_argument("run_a", metavar="RUN_A", help="run directory (holding report.json) or a report.json file")
+    p.add_argument(
+        "run_a",
+        metavar="RUN_A",
+        help="run directory (holding report.json) or a report.json file; with --store, a run's key or key prefix",
+    )
     p.add_argument("run_b", metavar="RUN_B", help="the run to compare against RUN_A (differences are B − A)")
+    add_store_flag(
+        p,
+        "read RUN_A and RUN_B from this store: they are then run keys or key prefixes, as `base-bench store list` shows",
+    )
     p.add_argument("--json", metavar="FILE", help="write the full comparison as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the comparison as Markdown (rendered from the JSON)")
     add_bootstrap(p, "paired bootstrap")
@@ -368,6 +385,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def read_pair(args) -> tuple[dict, dict]:
+    """The reports of RUN_A and RUN_B: from their folders, or from the store by key (prefix)."""
+    from ..store import store_url
+
+    given = (args.run_a, args.run_b)
+    # with $BASE_BENCH_STORE alone, arguments on disk are folders (they win); --store makes them keys
+    folders = args.store is None and (store_url(None) is None or any(Path(x).expanduser().exists() for x in given))
+    db = reading_store(args.store, folders)
+    if db is None:
+        return load_report(args.run_a), load_report(args.run_b)
+    from ..store import resolve, summaries
+
+    try:
+        keys = resolve(db, given)
+        by_key = {r["_key"]: r for r in summaries(db, keys=keys)}
+        from ..store.query import reports_of
+
+        rep_a, rep_b = reports_of(db, [by_key[k] for k in keys])
+    finally:
+        db.dispose()
+    return rep_a, rep_b
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -378,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out_dir).expanduser() if args.out_dir is not None else None
     try:
         check_outputs([Path(x).expanduser() for x in (args.json, args.markdown) if x], args.force, out_dir)
-        rep_a, rep_b = load_report(args.run_a), load_report(args.run_b)
+        rep_a, rep_b = read_pair(args)
         cmp = build_comparison(rep_a, rep_b, resamples=args.resamples, seed=args.seed)
         print(printable("\n".join(summary_lines(cmp))))
         files = {}

@@ -1,6 +1,13 @@
 """`base-bench leaderboard RUN_DIR...`: rank finished runs by Overall Elo, with plots.
 
     base-bench leaderboard runs/a runs/b runs/c [--out-dir leaderboard] [--strict] [--force]
+    base-bench leaderboard --store URL [--group G] [--tag T] [--out-dir leaderboard]   # the stored runs
+
+With no RUN_DIR the runs are read from the results store (--store, else $BASE_BENCH_STORE), all of
+them or those of a --group and/or with a --tag. The table is built from the store's summaries alone
+(no report is opened, so a board of thousands of runs is quick); the plots open the reports of the
+runs they draw (at most MAX_PLOT_RUNS per data file). The numbers are the same as from the folders.
+Run folders given win over $BASE_BENCH_STORE; --store given together with folders is refused.
 
 Writes, into --out-dir (default ./leaderboard; `--out` is the older spelling):
 
@@ -14,10 +21,13 @@ board share their first 12 (`short_shas`), so that no group's plots overwrite an
 
 Runs scored on different data files (different data SHA-256) are never ranked together. By default
 each data file gets its own, labelled table and plots; with --strict such a mix is refused. Nothing
-is recomputed: every number is read from report.json, and values that older reports lack (such as
-the Elo interval) show as "n/a". In code:
+is recomputed: every number is read from report.json (or the store's row made from it), and values
+that older reports lack (such as the Elo interval) show as "n/a". Each run is named by
+`reports_io.run_names` (its group and step, else the shortest tail of its model spec that tells it
+apart, ...), as in every view. In code:
 
     board = build_leaderboard([load_report(p) for p in paths])   # JSON-able dict of groups and rows
+    board = build_leaderboard(store.summaries(db))                # the same from a store's summaries
     text = render_markdown(board, image_names)
 """
 
@@ -29,7 +39,7 @@ import html
 import sys
 from pathlib import Path
 
-from ..errors import BaseBenchError
+from ..errors import BaseBenchError, StoreError, UsageError
 from ..items import card
 from ..results import checked, plots
 from ..results.checked import describe_data
@@ -40,13 +50,13 @@ from ..results.reports_io import (
     backend_name,
     check_finished,
     check_outputs,
-    display_name,
     html_page,
     load_report,
     plain_name,
+    run_names,
     write_outputs,
 )
-from .cliargs import Parser, add_out_dir, fail, printable
+from .cliargs import Parser, add_out_dir, add_store_flag, fail, printable, reading_store
 
 MAX_PLOT_RUNS = 24  # runs drawn in one group's plots (the highest ranked): each plot grows with the runs it draws
 GROUPING_NOTE = (
@@ -76,23 +86,11 @@ def _spec(rep: dict) -> str:
     return ((rep.get("config") or {}).get("model") or {}).get("spec") or "unknown model"
 
 
-def _rule_tag(rep: dict) -> str:
-    """ " (rescored: sum)" for a report that `base-bench rescore` wrote, naming its rule; "" for a run's."""
-    rule = (rep.get("scoring") or {}).get("rule")
-    return "" if rule is None else f" (rescored: {rule})"
-
-
 def run_labels(reports: list[dict]) -> list[str]:
-    """Display names, with the rule of a rescored report; dtype / add_bos are added only where runs in
-    the list differ in them, and the run directory where two labels would still be the same."""
-    labels = [display_name(_spec(r)) + _rule_tag(r) for r in reports]
-    if len({str(_cfg(r, "dtype")) for r in reports}) > 1:
-        labels = [f"{lab} ({_cfg(r, 'dtype') or 'dtype n/a'})" for lab, r in zip(labels, reports)]
-    if len({bool(_cfg(r, "add_bos")) for r in reports}) > 1:
-        labels = [f"{lab} {'+BOS' if _cfg(r, 'add_bos') else 'no BOS'}" for lab, r in zip(labels, reports)]
-    if len(set(labels)) < len(labels):
-        labels = [f"{lab} [{Path(r['_path']).parent.name}]" for lab, r in zip(labels, reports)]
-    return labels
+    """The runs' names on the board: `reports_io.run_names` (group and step, else the shortest tail of
+    the model spec that tells runs apart; the rule of a rescored report; dtype / add_bos where runs in
+    the list differ in them; the folder, then the key, where two names would still be the same)."""
+    return run_names(reports)
 
 
 def _row(rep: dict, label: str, categories: list[str]) -> dict:
@@ -110,7 +108,7 @@ def _row(rep: dict, label: str, categories: list[str]) -> dict:
         "categories": {c: (cats.get(c) or {}).get("elo") for c in categories},
         "raw_accuracy": o.get("raw_accuracy"),
         "weighted_accuracy": o.get("weighted_accuracy"),
-        "n_items": len(rep["items"]),
+        "n_items": rep["n_items"] if rep.get("n_items") is not None else len(rep["items"]),
         "official": bool(rep.get("official")),
         "rule": checked.report_rule(rep),
         "data_sha256": rep["data"]["sha256"],
@@ -138,7 +136,8 @@ def group_by_data(reports: list[dict]) -> dict[str, list[dict]]:
 
 
 def build_leaderboard(reports: list[dict]) -> dict:
-    """Groups (one per data SHA-256), each with its runs sorted by Overall Elo, highest first."""
+    """Groups (one per data SHA-256), each with its runs sorted by Overall Elo, highest first.
+    `reports` are checked reports or the store's summaries (`store.summaries`: no items, `n_items`)."""
     for r in reports:
         check_finished(r)
     out = []
@@ -312,11 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = Parser(
         prog="base-bench leaderboard",
         description="Rank finished runs by Overall Elo and write leaderboard.md, a self-contained leaderboard.html "
-        "and PNG plots (category Elo with intervals; calibration by item Elo). " + GROUPING_NOTE,
+        "and PNG plots (category Elo with intervals; calibration by item Elo). The runs are run folders, or "
+        "with no RUN_DIR the runs of a results store (--store). " + GROUPING_NOTE,
     )
     p.add_argument(
-        "runs", nargs="+", metavar="RUN_DIR", help="run directories holding report.json (or report.json files)"
+        "runs",
+        nargs="*",
+        metavar="RUN_DIR",
+        help="run directories holding report.json (or report.json files); none: the runs of the store",
     )
+    add_store_flag(p, "with no RUN_DIR: rank the runs of this store (sqlite:///PATH, PATH.db or postgresql://...)")
+    p.add_argument("--group", metavar="G", help="with a store: only the runs of this group")
+    p.add_argument("--tag", metavar="T", help="with a store: only the runs with this tag")
     add_out_dir(
         p, "output directory (default ./leaderboard); --out is the older spelling of the same flag", "leaderboard"
     )
@@ -325,11 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    out = Path(args.out_dir).expanduser()
-    try:
-        check_outputs([], args.force, out_dir=out)
+def read_runs(args) -> tuple[list[dict], object]:
+    """(the runs to rank, the store they came from or None): the run folders' reports, each once; or,
+    with no folder, the store's summaries (StoreError in one line when the selection is empty)."""
+    db = reading_store(args.store, bool(args.runs))
+    if db is None:
+        if not args.runs:
+            raise UsageError("give run folders (RUN_DIR...) or a store (--store URL, or set BASE_BENCH_STORE)")
+        if args.group is not None or args.tag is not None:
+            raise UsageError("--group and --tag select stored runs: give them with --store and no RUN_DIR")
         seen, reports = set(), []
         for run in args.runs:
             rep = load_report(run)
@@ -337,6 +347,31 @@ def main(argv: list[str] | None = None) -> int:
             if key not in seen:
                 seen.add(key)
                 reports.append(rep)
+        return reports, None
+    from ..store import summaries
+
+    try:
+        runs = summaries(db, group=args.group, tag=args.tag)
+        if not runs:
+            what = " and ".join(
+                x
+                for x in (f"in group {args.group!r}" if args.group else "", f"tagged {args.tag!r}" if args.tag else "")
+                if x
+            )
+            raise StoreError(f"{db.shown}: no runs " + (what or "stored yet"))
+    except BaseException:
+        db.dispose()
+        raise
+    return runs, db
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Path(args.out_dir).expanduser()
+    db = None
+    try:
+        check_outputs([], args.force, out_dir=out)
+        reports, db = read_runs(args)
         board = build_leaderboard(reports)
         if args.strict and board["grouped"]:
             shas = ", ".join(f"{g['data_sha256'][:12]}… ({len(g['rows'])} run(s))" for g in board["groups"])
@@ -347,10 +382,15 @@ def main(argv: list[str] | None = None) -> int:
         names = image_names(board)
         targets = [out / "leaderboard.md", out / "leaderboard.html"] + [out / n for img in names for n in img.values()]
         check_outputs(targets, args.force, out_dir=out)
+        by_path = {r["_path"]: r for r in reports}
         pngs = []
         for g, _img in zip(board["groups"], names):
             shown = g["rows"][: g["plotted"]]
-            reps = [next(r for r in reports if r["_path"] == row["report"]) for row in shown]
+            reps = [by_path[row["report"]] for row in shown]
+            if db is not None:  # summaries have no items: the plotted runs' reports, read back and checked
+                from ..store.query import reports_of
+
+                reps = reports_of(db, reps)
             labels = [row["label"] for row in shown]
             pngs.append(
                 {"category": plots.category_elo_png(reps, labels), "calibration": plots.calibration_png(reps, labels)}
@@ -361,6 +401,9 @@ def main(argv: list[str] | None = None) -> int:
         write_outputs(files)
     except BaseBenchError as exc:
         return fail(exc)
+    finally:
+        if db is not None:
+            db.dispose()
     print(printable("\n".join(summary_lines(board))))
     print(f"wrote {out}/leaderboard.md, {out}/leaderboard.html and {2 * len(names)} PNG plot(s)")
     return 0

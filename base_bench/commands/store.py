@@ -21,12 +21,13 @@ store that cannot be reached, a wrong password, a selection that matches nothing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 
-from ..errors import BaseBenchError, ReportError, StoreError, UsageError
+from ..errors import BaseBenchError, ReportError, StorageError, StoreError, UsageError
 from ..results.labels import Labels
 from ..results.report import elo_cell
 from .cliargs import (
@@ -108,7 +109,8 @@ def _ingest_chunk(url: str, paths: list[str], labels: Labels | None) -> list[tup
     out, batch = [], []
 
     def flush():
-        keys = put_many(db, [(rep, source, raw, labels) for _, rep, source, raw in batch])
+        with _WRITER if _WRITER is not None and db.dialect == "sqlite" else contextlib.nullcontext():
+            keys = put_many(db, [(rep, source, raw, labels) for _, rep, source, raw in batch])
         out.extend((p, k, None) for (p, *_), k in zip(batch, keys))
         batch.clear()
 
@@ -129,6 +131,17 @@ def _ingest_chunk(url: str, paths: list[str], labels: Labels | None) -> list[tup
     return out
 
 
+_WRITER = None  # in ingest_all's processes: the lock a SQLite writer holds (see _set_writer)
+
+
+def _set_writer(lock) -> None:
+    """ingest_all's processes take turns writing to a SQLite store under one lock of their own, which
+    wakes the next writer the moment it is released: SQLite's own wait for its lock polls, sleeping
+    up to 100 ms a time, and a process that slept through a free lock cost a third of the rate."""
+    global _WRITER
+    _WRITER = lock
+
+
 def ingest_all(
     url: str, files: list[Path], labels: Labels | None, jobs: int
 ) -> list[tuple[str, str | None, str | None]]:
@@ -140,9 +153,9 @@ def ingest_all(
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    method = "fork" if "fork" in mp.get_all_start_methods() else None
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else None)
     chunks = [paths[i::jobs] for i in range(jobs)]
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context(method)) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_set_writer, initargs=(ctx.Lock(),)) as pool:
         results = list(pool.map(_ingest_chunk, [url] * jobs, chunks, [labels] * jobs))
     by_path = {r[0]: r for part in results for r in part}  # the order the files were given in
     return [by_path[p] for p in paths]
@@ -190,18 +203,21 @@ def cmd_ingest(args, rebuild: bool = False) -> int:
 
 
 def list_lines(runs: list[dict]) -> list[str]:
-    from ..results.reports_io import display_name
+    """One line per run: its key's start, its model (the shortest end of its spec that tells it apart:
+    reports_io.run_names), group, step, Overall Elo with interval, items, official."""
+    from ..results.reports_io import run_names
 
+    unlabelled = [{k: v for k, v in r.items() if k not in ("group", "training_step", "tokens_seen")} for r in runs]
     lines = []
-    for r in runs:
+    for r, name in zip(runs, run_names(unlabelled)):  # the model column: group and step have their own
         o = r["results"]["overall"]
         ci = o.get("elo_ci95")
         interval = f"[{elo_cell(ci[0])}, {elo_cell(ci[1])}]" if ci else "[n/a]"
         step = r.get("training_step")
         lines.append(
-            f"{r['_key'][:12]}  {display_name(r['config']['model']['spec'])[:40]:<40}  {(r.get('group') or '-')[:20]:<20} "
-            f"{'-' if step is None else step:>8}  Elo {elo_cell(o['elo']):>5} {interval:<12} {r['n_items']:>4} items  "
-            f"{'official' if r['official'] else 'not official'}"
+            f"{r['_key'][:12]}  {name[:40]:<40}  {(r.get('group') or '-')[:20]:<20} "
+            f"{'-' if step is None else step:>8}  {elo_cell(o['elo']):>11} {interval:<12} {r['n_items']:>5}  "
+            f"{'yes' if r['official'] else 'no'}"
         )
     return lines
 
@@ -224,27 +240,73 @@ def cmd_list(args) -> int:
             if f
         )
         raise StoreError(f"{db.shown}: no runs" + (f" {what}" if what else " stored yet"))
-    head = f"{'key':<12}  {'model':<40}  {'group':<20} {'step':>8}  {'Overall Elo (95% CI)':<22} {'n':>4}"
+    head = f"{'key':<12}  {'model':<40}  {'group':<20} {'step':>8}  {'Overall Elo':>11} {'95% CI':<12} {'items':>5}  official"
     print(printable("\n".join([head, *list_lines(runs)])))
     return 0
 
 
 def cmd_export(args) -> int:
     from ..results.report import render_markdown
-    from ..results.reports_io import check_outputs, write_atomic
-    from ..store import report, report_bytes, resolve
+    from ..results.reports_io import check_outputs, report_from_bytes, write_atomic
+    from ..store import report_bytes, resolve
+    from ..store.query import KEY_SHOWN
 
     db = _open(args, create=False)
     (key,) = resolve(db, [args.key])
     out = Path(args.out_dir).expanduser()
     targets = [out / "report.json", out / "predictions.md"]
     check_outputs(targets, False, out_dir=out)
-    rep = report(db, key)  # checked, as a file would be, before anything is written
-    raw = report_bytes(db, key)
-    write_atomic(out / "predictions.md", render_markdown(rep))
-    write_atomic(out / "report.json", raw)
-    print(f"wrote {out}/report.json and {out}/predictions.md (run {key[:12]})")
+    raw = report_bytes(db, key)  # read once: the bytes written are the bytes checked
+    rep = report_from_bytes(raw, f"store:{key[:KEY_SHOWN]}")  # checked, as a file would be, before anything is written
+    try:  # predictions.md shows settings that the checked reading does not require (an older report lacks some)
+        markdown = render_markdown(rep)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        markdown = None
+        print(
+            f"base-bench: note: predictions.md not written: the report lacks what it shows ({type(exc).__name__}: "
+            f"{printable(str(exc))[:200]})",
+            file=sys.stderr,
+        )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if markdown is not None:
+            write_atomic(out / "predictions.md", markdown)
+        _write_exact(out / "report.json", raw)
+    except OSError as e:
+        raise StorageError(f"could not write to {out}: {e.strerror or e}") from None
+    print(
+        f"wrote {out}/report.json"
+        + (f" and {out}/predictions.md" if markdown is not None else "")
+        + f" (run {key[:12]})"
+    )
     return 0
+
+
+def _write_exact(path: Path, data: bytes) -> None:
+    """reports_io.write_atomic without its redaction: the stored report.json byte for byte. These are
+    the bytes that were checked; a registered secret replaced in them (the store's own password, when
+    a path in the report holds the same word) would write a file that is neither the ingested one nor
+    a checked one."""
+    import tempfile
+
+    from ..results.reports_io import TEMP_SUFFIX, _umask, fsync_dir, write_all
+
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=TEMP_SUFFIX, dir=path.parent)
+    try:
+        try:
+            os.fchmod(fd, 0o666 & ~_umask())
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(path.parent)
 
 
 def cmd_upgrade(args) -> int:

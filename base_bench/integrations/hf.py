@@ -13,8 +13,13 @@ training flag restored afterwards, no gradients. It then
 * logs `base_bench/overall_elo`, `base_bench/overall_elo_ci95_lo`/`_hi`, `base_bench/overall_elo_se`,
   `base_bench/<category>_elo`, `base_bench/raw_accuracy` and `base_bench/weighted_accuracy`
   through `trainer.log`, so TensorBoard, W&B and `trainer.state.log_history` all receive them;
-* writes `out_dir/step-<N>/report.json` (the full report plus `training_step`) and its
-  `predictions.md`, which `base-bench trajectory out_dir` turns into Elo-over-training plots.
+* writes `out_dir/step-<N>/report.json` (the full report plus `training_step`, and `tokens_seen`
+  where the Trainer counts them) and its `predictions.md`, which `base-bench trajectory out_dir`
+  turns into Elo-over-training plots;
+* with `store`, writes the step's row to that results store (base_bench/store), labelled with the
+  step, the tokens seen, `group` and `tags`. A store that cannot be written is a warning of one
+  line, and training goes on (the step's files are still written; `base-bench store ingest
+  out_dir` adds them later).
 
 The callback takes the trainer itself, as TRL's callbacks do, because a transformers callback is not
 otherwise given a way to log. Under several processes every rank calls `evaluate` (a sharded model
@@ -31,7 +36,10 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from ..evaluation import check_arguments, evaluate
+from ..engine.distributed import Ranks
+from ..errors import StoreError
+from ..evaluation import check_arguments, check_store_url, evaluate, write_row
+from ..results.labels import Labels
 from ..results.report import dumps, render_markdown
 from ..results.reports_io import write_atomic
 
@@ -67,6 +75,9 @@ class BaseBenchCallback(TrainerCallback):
     limit, limit_per_category, batch_size, batch_tokens, add_bos, progress   passed to `evaluate`
                    (give limit or limit_per_category, not both; batch_size or batch_tokens, not
                    both; neither: 8 items per pass)
+    store          also write each step's result to this results store: sqlite:///PATH, PATH.db or
+                   postgresql://USER:PASSWORD@HOST/DB (None: no store)
+    group, tags    label every step's run (the step and the tokens seen are labelled by the callback)
     """
 
     def __init__(
@@ -84,11 +95,16 @@ class BaseBenchCallback(TrainerCallback):
         batch_tokens: int | None = None,
         add_bos: bool = False,
         progress: bool = False,
+        store: str | None = None,
+        group: str | None = None,
+        tags=(),
     ):
         if every_n_steps is not None and (not isinstance(every_n_steps, int) or every_n_steps < 1):
             raise ValueError(f"every_n_steps must be a whole number of 1 or more, or None; got {every_n_steps!r}")
         # now, not at the first evaluation hours later
         check_arguments(limit, batch_size, batch_tokens, limit_per_category)
+        self.labels = Labels.make(group=group, tags=tags)
+        self.store = check_store_url(store)  # its URL read, not connected to
         self.trainer = trainer
         self.tokenizer = tokenizer
         self.data = data
@@ -119,14 +135,33 @@ class BaseBenchCallback(TrainerCallback):
             return None  # the same weights were scored at this step already
         model = model if model is not None else self.trainer.model
         tokenizer = self.tokenizer if self.tokenizer is not None else self.trainer.processing_class
-        report = evaluate(model, tokenizer, self.data, **self.options)
-        report["training_step"] = step
+        seen = getattr(state, "num_input_tokens_seen", 0)
+        labels = {
+            "group": self.labels.group,
+            "step": step,
+            "tokens": seen if isinstance(seen, int) and seen > 0 else None,
+            "tags": self.labels.tags,
+        }
+        report = evaluate(model, tokenizer, self.data, **self.options, **labels)
         self.scored_steps.append(step)
         if state.is_world_process_zero:
             self._log(control, metrics(report))
             if self.out_dir is not None:
                 self._write(step, report)
+        if self.store is not None:
+            self._store(step, report)
         return report
+
+    def _store(self, step: int, report: dict) -> None:
+        """The step's row, its source the step's folder (every rank calls this; rank 0 writes). A store
+        that cannot be written is one warning, and training goes on."""
+        where = self.out_dir / f"step-{step}" if self.out_dir is not None else None
+        try:
+            write_row(self.store, report, dumps(report), where, Ranks.current())
+        except StoreError as exc:
+            if Ranks.current().is_main:
+                later = f"; `base-bench store ingest {where}` adds it later" if where else ""
+                log.warning(f"base-bench: step {step} was not stored: {exc.why}{later}; training goes on")
 
     def _log(self, control, values: dict) -> None:
         """trainer.log, without its side effect on the step's own plans: Trainer.log runs the on_log

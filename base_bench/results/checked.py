@@ -183,31 +183,44 @@ def _item_problem(it: dict, rule: str = RULE) -> str | None:
     if "truncated" in it and not isinstance(it["truncated"], bool):
         return "truncated is not true or false"
     choices = it["choices"]
-    if not (
-        isinstance(choices, list)
-        and 0 < len(choices) <= MAX_CHOICES
-        and all(isinstance(c, dict) and within(c.get("logprob"), -MAX_ABS_LOGPROB, MAX_ABS_LOGPROB) for c in choices)
-    ):
+    # written out as loops: this runs for every choice of every item of every report read (`store
+    # ingest` reads dozens a second), and each check is the one its message names
+    if not (isinstance(choices, list) and 0 < len(choices) <= MAX_CHOICES):
         return "choices are not a list of log-probs"
-    need = rules.NEEDS[rule]
-    for key in LENGTH_KEYS:
-        if (key == need or any(key in c for c in choices)) and not all(
-            count(c.get(key), MAX_TOKENS) and c[key] >= 1 for c in choices
+    for c in choices:
+        if not isinstance(c, dict):
+            return "choices are not a list of log-probs"
+        lp = c.get("logprob")
+        if not (lp.__class__ is float and -MAX_ABS_LOGPROB <= lp <= MAX_ABS_LOGPROB) and not within(
+            lp, -MAX_ABS_LOGPROB, MAX_ABS_LOGPROB
         ):
+            return "choices are not a list of log-probs"
+    need = rules.NEEDS[rule]
+    for key in LENGTH_KEYS:  # each length a choice holds (and the one the rule needs) is a count from 1
+        present, ok = key == need, True
+        for c in choices:
+            if key in c:
+                present = True
+                v = c[key]
+                ok = ok and v.__class__ is int and 1 <= v <= MAX_TOKENS  # JSON's ints: int or bool
+            else:
+                ok = False
+        if present and not ok:
             return f"a choice's {key} is not a whole number from 1 to {MAX_TOKENS:,}"
     if "n_chars" in choices[0] and "n_bytes" in choices[0]:
         if not all(c["n_chars"] <= c["n_bytes"] <= 4 * c["n_chars"] for c in choices):
             return "a choice's n_bytes is not 1 to 4 UTF-8 bytes per character of its n_chars"
-    scores = [rules.Choice(float(c["logprob"]), *(c.get(k) for k in LENGTH_KEYS)) for c in choices]
-    for c, s in zip(choices, scores):
-        if "mean_logprob" in c and not (
-            number(c["mean_logprob"]) and s.n_tokens and _close(c["mean_logprob"], s.logprob / s.n_tokens, ACC_TOL)
-        ):
-            return "a choice's mean_logprob is not its logprob / n_tokens"
+    for c in choices:
+        if "mean_logprob" in c:
+            m, nt = c["mean_logprob"], c.get("n_tokens")
+            if not (number(m) and nt and _close(m, float(c["logprob"]) / nt, ACC_TOL)):
+                return "a choice's mean_logprob is not its logprob / n_tokens"
+    # rules.score of each choice (its length was checked above where the rule needs one)
+    scores = [float(c["logprob"]) if need is None else float(c["logprob"]) / c[need] for c in choices]
     for key in ("prediction", "label"):
         if not (count(it[key]) and it[key] < len(choices)):
             return f"{key} is not the index of one of its {len(choices)} choices"
-    picked = rules.pick(rule, scores)
+    picked = rules.best(scores)
     if it["prediction"] != picked:
         under = "" if rule == RULE else f" under its rule ({rule})"
         return f"prediction is {it['prediction']}, but its choices' scores pick {picked}{under}"

@@ -14,7 +14,9 @@ it is given: per run and item the chosen continuation, right or wrong, each choi
 (the report's own float, shown rounded with the exact value on hover) and the margin of the chosen
 choice over the runner-up; per item whether the runs disagree and whether every run misses it; per
 pair of runs the flipped items, from `pairing.flips`, the same lists whose lengths `compare` reports
-as its McNemar counts.
+as its McNemar counts. Each run is named in the header as every view names runs
+(`reports_io.run_names`: group and step, else the shortest tail of its model spec that tells it
+apart), so that no two runs look alike.
 
 Everything that comes from a report or a data file is text someone else wrote. In the static part of
 the page it goes through `html.escape`; the rest travels as JSON inside a
@@ -38,7 +40,7 @@ from ..items.records import Item
 from .checked import DATA_LABELS, data_kind
 from .paired import mcnemar_exact
 from .pairing import FLIP_KEYS, flips, pair_items, run_info
-from .reports_io import ReportError, backend_name
+from .reports_io import ReportError, backend_name, run_names
 
 PAGE_FILE = "explore.html"
 _GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")  # a canary tag
@@ -192,6 +194,9 @@ def build_page(reports: Sequence[dict], items: Sequence[Item], data_record: dict
     rows = [it for it in items if it.id in scored]
     where = {it.id: n for n, it in enumerate(rows)}
     runs = [_run_block(rep, f"R{k + 1}", rows, where) for k, rep in enumerate(reports)]
+    # named as every view names runs; the header shows dtype, backend and BOS in columns of their own
+    for run, name in zip(runs, run_names(reports, beside=("dtype", "backend", "add_bos"))):
+        run["name"] = name
     present = list(dict.fromkeys(it.category for it in rows))
     categories = [c for c in card.CATEGORIES if c in present] + [c for c in present if c not in card.CATEGORIES]
     seen = list(dict.fromkeys(it.difficulty for it in rows))

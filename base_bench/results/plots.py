@@ -365,9 +365,13 @@ def _line_with_band(ax, steps, blocks, colour, label, width, alpha):
 
 @_plain_text
 def trajectory_png(
-    steps: Sequence[int], reports: Sequence[dict], title: str = "", path: str | Path | None = None
+    steps: Sequence[int],
+    reports: Sequence[dict],
+    title: str = "",
+    path: str | Path | None = None,
+    x_label: str = "training step",
 ) -> bytes:
-    """Elo against training step: the Overall Elo with its 95% band across the top, then one small
+    """Elo against training step (or what `x_label` names, such as tokens seen): the Overall Elo with its 95% band across the top, then one small
     panel per category (its Elo and band, with the Overall line faint for reference), sharing the
     y axis so that categories compare at a glance."""
     w, h = TRAJECTORY_SIZE
@@ -402,7 +406,7 @@ def trajectory_png(
         if j % ncols == 0:
             ax.set_ylabel("category Elo")
         if j // ncols == nrows - 2 or j + ncols >= len(cats):
-            ax.set_xlabel("training step")
+            ax.set_xlabel(x_label)
         panels.append(ax)
     for ax in panels:
         ax.grid(color="0.92")

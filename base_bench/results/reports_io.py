@@ -5,8 +5,11 @@
     write_outputs({out / "x.md": text})       # each one atomically; StorageError if it fails
     write_atomic(out / "x.md", text)          # temp file, fsync, rename (OSError if it fails)
 
-`compare`, `leaderboard`, `trajectory`, `contamination` and the run store all read and write
-through here, and the HTML pages share `html_page`.
+    names = run_names(reports)                # what every view calls each run; no two alike
+    names = run_names(reports, beside=("dtype", "backend", "add_bos"))   # ... where columns show those
+
+`compare`, `leaderboard`, `trajectory`, `explore`, `contamination` and the run store all read and
+write through here, and the HTML pages share `html_page`.
 
 A report is a file that someone else may have made, so `load_report` reads it within bounds
 (`untrusted.load_json`: a regular file of at most 256 MiB, JSON at most 64 levels deep and of at
@@ -149,6 +152,143 @@ def display_name(spec: str) -> str:
     if s.startswith(("/", "./", "../", "~")) or s.lower().endswith(".gguf") or "\\" in s or s.count("/") > 1:
         return Path(s).name or s
     return s
+
+
+LABEL_KEYS = ("group", "training_step", "tokens_seen", "tags")  # a run's labels (results/labels.py)
+
+
+def _spec_of(rep: dict) -> str:
+    return str(((rep.get("config") or {}).get("model") or {}).get("spec") or "unknown model").rstrip("/") or "/"
+
+
+def _setting(rep: dict, key: str):
+    return (rep.get("config") or {}).get(key)
+
+
+def _label_name(rep: dict) -> str | None:
+    """ "GROUP step N" (or "GROUP tokens N" without a step) for a run with those labels; else None."""
+    group = rep.get("group")
+    if not group:
+        return None
+    if rep.get("training_step") is not None:
+        return f"{group} step {rep['training_step']}"
+    if rep.get("tokens_seen") is not None:
+        return f"{group} tokens {rep['tokens_seen']}"
+    return None
+
+
+def _folder_of(rep: dict) -> str | None:
+    """The folder a run came from: its report.json's folder, or for a stored run the folder it was
+    ingested from (`_source`)."""
+    path = rep.get("_path")
+    if path and not str(path).startswith("store:"):
+        return str(Path(path).parent)
+    return rep.get("_source") or None
+
+
+def _shortest_tails(texts: list[str], start: list[int], who: list[int]) -> list[str]:
+    """For the runs `who`, the shortest tail of each text (its last path parts, at least `start` of
+    them) that no other run of `who` with a different text shares."""
+    parts = {i: [p for p in texts[i].split("/") if p] or [texts[i]] for i in who}
+    level = {i: min(max(1, start[i]), len(parts[i])) for i in who}
+
+    def tail(i):
+        return "/".join(parts[i][-level[i] :])
+
+    while True:
+        by: dict[str, list[int]] = {}
+        for i in who:
+            by.setdefault(tail(i), []).append(i)
+        grew = False
+        for same in by.values():
+            if len(same) < 2 or len({texts[i] for i in same}) < 2:
+                continue
+            for i in same:
+                if level[i] < len(parts[i]):
+                    level[i] += 1
+                    grew = True
+        if not grew:
+            return [tail(i) for i in who]
+
+
+def _colliding(keys: list) -> list[int]:
+    seen: dict = {}
+    for k in keys:
+        seen[k] = seen.get(k, 0) + 1
+    return [i for i, k in enumerate(keys) if seen[k] > 1]
+
+
+SETTINGS = ("dtype", "backend", "add_bos")  # what a view may show beside a run's name (run_names' `beside`)
+
+
+def _settings(rep: dict) -> dict:
+    return {
+        "dtype": str(_setting(rep, "dtype")),
+        "backend": backend_name(_setting(rep, "backend")),
+        "add_bos": bool(_setting(rep, "add_bos")),
+    }
+
+
+def run_names(reports, beside=()) -> list[str]:
+    """What every view (leaderboard, explore, compare, trajectory's title) calls each of `reports`, so
+    that no two runs of the list look alike:
+
+    1. a run labelled with a group and a training step is "GROUP step N" ("GROUP tokens N" with
+       tokens seen and no step); any other run is named by the shortest tail of its model spec that
+       tells it apart from every other run's spec: a Hub id stays whole, a local path starts at its
+       last part ("hf"), and runs whose tails are alike take one more part at a time
+       ("checkpoint-3000/hf"), so eight `ckpt/checkpoint-N/hf` are eight names;
+    2. " (rescored: RULE)" for a report that `base-bench rescore` wrote, and " (DTYPE)" and
+       " +BOS" / " no BOS" where runs in the list differ in them;
+    3. where two runs are still alike (one model scored twice): " [FOLDER]", the shortest tail of the
+       folder each came from that tells them apart, then " [KEY]", the run's store key (12 digits),
+       and last " #K", its place in the list.
+
+    `beside` names the settings ("dtype", "backend", "add_bos") that the view shows in columns of its
+    own beside the name: they are not added to the names, and two runs that differ in one of them
+    do not look alike."""
+    reports = list(reports)
+    n = len(reports)
+    beside = tuple(beside)
+    unknown = set(beside) - set(SETTINGS)
+    if unknown:
+        raise ValueError(f"run_names: beside takes {', '.join(SETTINGS)}, not {sorted(unknown)}")
+    specs = [_spec_of(r) for r in reports]
+    labelled = [_label_name(r) for r in reports]
+    plain = [i for i in range(n) if labelled[i] is None]
+    tails = _shortest_tails(specs, [len(display_name(s).split("/")) for s in specs], plain)
+    names = list(labelled)
+    for i, t in zip(plain, tails):
+        names[i] = t
+    for i, r in enumerate(reports):
+        rule = (r.get("scoring") or {}).get("rule")
+        if rule is not None:
+            names[i] += f" (rescored: {rule})"
+    settings = [_settings(r) for r in reports]
+    if "dtype" not in beside and len({s["dtype"] for s in settings}) > 1:
+        names = [f"{x} ({_setting(r, 'dtype') or 'dtype n/a'})" for x, r in zip(names, reports)]
+    if "add_bos" not in beside and len({s["add_bos"] for s in settings}) > 1:
+        names = [f"{x} {'+BOS' if s['add_bos'] else 'no BOS'}" for x, s in zip(names, settings)]
+
+    def looks() -> list[tuple]:
+        return [(x, *(s[k] for k in beside)) for x, s in zip(names, settings)]
+
+    folders = [_folder_of(r) or "" for r in reports]
+    alike: dict[tuple, list[int]] = {}
+    look = looks()
+    for i in _colliding(look):
+        if folders[i]:
+            alike.setdefault(look[i], []).append(i)
+    for same in alike.values():
+        for i, t in zip(same, _shortest_tails(folders, [1] * n, same)):
+            names[i] += f" [{t}]"
+    for i in _colliding(looks()):
+        key = reports[i].get("_key")
+        if key:
+            names[i] += f" [{str(key)[:12]}]"
+    for i in _colliding(looks()):
+        names[i] += f" #{i + 1}"
+    return names
 
 
 BACKEND_NAMES = {"transformers": "transformers", "llama.cpp": "llama.cpp", "vllm": "vLLM", "server": "server"}

@@ -69,12 +69,16 @@ def score(rule: str, c: Choice) -> float:
 
 def pick(rule: str, choices: Sequence[Choice]) -> int:
     """The index of the highest score under `rule`; a tie goes to the lowest index (as the card's rule)."""
-    scores = [score(rule, c) for c in choices]
-    best = 0
+    return best([score(rule, c) for c in choices])
+
+
+def best(scores: Sequence[float]) -> int:
+    """The index of the highest of `scores`; a tie goes to the lowest index."""
+    top = 0
     for i in range(1, len(scores)):
-        if scores[i] > scores[best]:
-            best = i
-    return best
+        if scores[i] > scores[top]:
+            top = i
+    return top
 
 
 def missing(rule: str, choices: Sequence[Choice]) -> str | None:

@@ -15,7 +15,7 @@ version, migrations), ingest.py (a checked report to rows), query.py (what the v
 
 from .connect import ENV, Store, open_store, shown_url, store_url
 from .ingest import put, run_key
-from .query import report, report_bytes, resolve, summaries
+from .query import report, report_bytes, reports_of, resolve, summaries
 from .schema import SCHEMA_VERSION, upgrade
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "put",
     "report",
     "report_bytes",
+    "reports_of",
     "resolve",
     "run_key",
     "shown_url",

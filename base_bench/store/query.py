@@ -4,6 +4,7 @@
     runs = summaries(db, keys=["3fa9c1", ...])   # the runs these keys or key prefixes name
     keys = resolve(db, ["3fa9c1", "77d0"])       # full keys; StoreError for a prefix that names 0 or 2+
     rep = report(db, key)                        # the stored report.json, read back and checked
+    reps = reports_of(db, runs)                  # the full reports of summaries, with the store's labels
     raw = report_bytes(db, key)                  # ... its bytes exactly as they were ingested
 
 A summary has the fields of a report that the tables and the trajectory read (config.model.spec,
@@ -24,7 +25,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
-from ..results.reports_io import report_from_bytes
+from ..results.reports_io import LABEL_KEYS, report_from_bytes
 from ..untrusted import MAX_BYTES
 from . import schema
 from .connect import Store
@@ -61,15 +62,15 @@ def _summary(r, cats: list, tags: list[str]) -> dict:
                 "n_correct": r.n_correct,
             },
             "categories": {
-                c.category: {
-                    "elo": c.elo,
-                    "elo_ci95": [c.elo_lo, c.elo_hi] if c.elo_lo is not None and c.elo_hi is not None else None,
-                    "raw_accuracy": c.raw_accuracy,
-                    "weighted_accuracy": c.weighted_accuracy,
-                    "n": c.n,
-                    "n_correct": c.n_correct,
+                name: {
+                    "elo": elo,
+                    "elo_ci95": [lo, hi] if lo is not None and hi is not None else None,
+                    "raw_accuracy": raw,
+                    "weighted_accuracy": weighted,
+                    "n": n,
+                    "n_correct": n_correct,
                 }
-                for c in cats
+                for name, elo, lo, hi, raw, weighted, n, n_correct in cats
             },
         },
         "n_items": r.n_items,
@@ -91,28 +92,29 @@ def summaries(
 ) -> list[dict]:
     """The runs that match (all of them when nothing is given), as summaries, highest Overall Elo first
     (then by key, so that the order is the same every time). Keys may be prefixes (`resolve`)."""
+    runs, c, t = schema.runs, schema.categories, schema.tags
     with schema.reading(db) as conn:
-        q = select(schema.runs)
+        conds = []
         if keys is not None:
-            q = q.where(schema.runs.c.key.in_(_resolve(conn, db, keys)))
+            conds.append(runs.c.key.in_(_resolve(conn, db, keys)))
         if group is not None:
-            q = q.where(schema.runs.c.group_name == group)
+            conds.append(runs.c.group_name == group)
         if tag is not None:
-            q = q.where(schema.runs.c.id.in_(select(schema.tags.c.run).where(schema.tags.c.tag == tag)))
-        rows = conn.execute(q.order_by(schema.runs.c.elo.desc(), schema.runs.c.key)).all()
-        wanted = [r.id for r in rows]
-        cats: dict[str, list] = {}
-        tags: dict[str, list[str]] = {}
-        if wanted:
-            sel = select(schema.categories)
-            tsel = select(schema.tags).order_by(schema.tags.c.run, schema.tags.c.tag)
-            if keys is not None or group is not None or tag is not None:
-                sel = sel.where(schema.categories.c.run.in_(wanted))
-                tsel = tsel.where(schema.tags.c.run.in_(wanted))
-            for c in conn.execute(sel):
-                cats.setdefault(c.run, []).append(c)
-            for t in conn.execute(tsel):
-                tags.setdefault(t.run, []).append(t.tag)
+            conds.append(runs.c.id.in_(select(t.c.run).where(t.c.tag == tag)))
+        rows = conn.execute(select(runs).where(*conds).order_by(runs.c.elo.desc(), runs.c.key)).all()
+        ids = select(runs.c.id).where(*conds)
+        cat_cols = (c.c.category, c.c.elo, c.c.elo_lo, c.c.elo_hi, c.c.raw_accuracy, c.c.weighted_accuracy, c.c.n)
+        cats: dict[int, list[tuple]] = {}
+        tags: dict[int, list[str]] = {}
+        if rows:
+            sel = select(c.c.run, *cat_cols, c.c.n_correct)
+            tsel = select(t.c.run, t.c.tag).order_by(t.c.run, t.c.tag)
+            if conds:  # a selection: the categories and tags of its runs only
+                sel, tsel = sel.where(c.c.run.in_(ids)), tsel.where(t.c.run.in_(ids))
+            for run, *rest in conn.execute(sel).all():
+                cats.setdefault(run, []).append(rest)
+            for run, name in conn.execute(tsel).all():
+                tags.setdefault(run, []).append(name)
     return [_summary(r, cats.get(r.id, []), tags.get(r.id, [])) for r in rows]
 
 
@@ -185,3 +187,19 @@ def report(db: Store, key: str) -> dict:
     rep = report_from_bytes(report_bytes(db, key), f"store:{key[:KEY_SHOWN]}")
     rep["_key"] = key
     return rep
+
+
+def reports_of(db: Store, runs: Sequence[dict]) -> list[dict]:
+    """The full reports of `runs` (from `summaries`), in order, each read back from
+    the store and checked as a file is (`report`), with the store's labels (which `store ingest
+    --group ...` may have set in place of the report's own) and `_source` (the folder it came from)."""
+    out = []
+    for run in runs:
+        rep = report(db, run["_key"])
+        for key in LABEL_KEYS:
+            rep.pop(key, None)
+            if run.get(key) is not None:
+                rep[key] = run[key]
+        rep["_source"] = run.get("_source")
+        out.append(rep)
+    return out

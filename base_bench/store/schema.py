@@ -102,6 +102,7 @@ tags = Table(
     metadata,
     Column("run", Integer, ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
     Column("tag", Text, primary_key=True),
+    sqlite_with_rowid=False,  # SQLite: one B-tree keyed on the primary key, not a table and an index
 )
 
 categories = Table(
@@ -116,6 +117,7 @@ categories = Table(
     Column("weighted_accuracy", Float, nullable=False),
     Column("n", Integer, nullable=False),
     Column("n_correct", Integer, nullable=False),
+    sqlite_with_rowid=False,  # SQLite: one B-tree keyed on the primary key, not a table and an index
 )
 
 items = Table(
@@ -130,6 +132,7 @@ items = Table(
     Column("label", Integer, nullable=False),
     Column("margin", Float, nullable=False),
     Column("truncated", Boolean, nullable=False),
+    sqlite_with_rowid=False,  # SQLite: one B-tree keyed on the primary key, not a table and an index
 )
 
 choices = Table(
@@ -143,6 +146,7 @@ choices = Table(
     Column("mean_logprob", Float),
     Column("n_chars", Integer),
     Column("n_bytes", Integer),
+    sqlite_with_rowid=False,  # SQLite: one B-tree keyed on the primary key, not a table and an index
 )
 
 reports = Table(
