@@ -137,7 +137,7 @@ MAX_INT_DIGITS = 18  # a strict integer fits in 63 bits (and in a float's range)
 # too large), or an exponent of 3 digits or more (1e999). A text with neither (in its numbers or its
 # strings) holds no number that strict mode refuses, and its numbers are parsed by the C parser
 # itself, three times as fast as through the checking hooks below.
-_RISKY_TEXT = r"[0-9]{%d,}|[eE][+-]?[0-9]{3,}" % (MAX_INT_DIGITS + 1)
+_RISKY_TEXT = "[0-9]{" + str(MAX_INT_DIGITS + 1) + ",}|[eE][+-]?[0-9]{3,}"
 _RISKY = {False: re.compile(_RISKY_TEXT.encode()), True: re.compile(_RISKY_TEXT)}
 
 
