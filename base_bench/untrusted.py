@@ -120,7 +120,7 @@ def loads(raw: bytes | str, max_depth: int = MAX_DEPTH, max_values: int | None =
     hooks = {}
     if strict:
         hooks = {"parse_constant": _no_constant}
-        if _RISKY[isinstance(raw, str)].search(raw):  # else no number can be refused: parse them natively
+        if risky_numbers(raw):  # else no number can be refused: parse them natively
             hooks.update(parse_float=_finite_float, parse_int=_short_int)
     try:
         return json.loads(raw, **hooks)
@@ -133,12 +133,37 @@ def loads(raw: bytes | str, max_depth: int = MAX_DEPTH, max_values: int | None =
 
 
 MAX_INT_DIGITS = 18  # a strict integer fits in 63 bits (and in a float's range)
-# What a refused number needs: a run of more than MAX_INT_DIGITS digits (a long integer, or a float
-# too large), or an exponent of 3 digits or more (1e999). A text with neither (in its numbers or its
-# strings) holds no number that strict mode refuses, and its numbers are parsed by the C parser
-# itself, three times as fast as through the checking hooks below.
-_RISKY_TEXT = "[0-9]{" + str(MAX_INT_DIGITS + 1) + ",}|[eE][+-]?[0-9]{3,}"
-_RISKY = {False: re.compile(_RISKY_TEXT.encode()), True: re.compile(_RISKY_TEXT)}
+# What a refused number needs: a number (where a JSON value starts: at the text's start, or after
+# ":", ",", "[" or white space) whose integer part has more than MAX_INT_DIGITS digits (a long
+# integer, or a float too large), or whose exponent has 3 digits or more (1e999). A text with none
+# holds no number that strict mode refuses, and its numbers are parsed by the C parser itself, three
+# times as fast as through the checking hooks below. The candidates are found by plain substring
+# search in a copy of the text whose digits are all "0" and whose "E" is "e" (a pattern with a
+# character class costs as much as the parse it would save), then each candidate's start is looked
+# at: a SHA-256's "e433764" is no number. A candidate in a string that does look like one costs only
+# the slower, exact parse.
+_FLAT = bytes.maketrans(b"0123456789E", b"0000000000e")
+_NEEDLES = (b"0" * (MAX_INT_DIGITS + 1), b"e000", b"e+000", b"e-000")
+_MANTISSA = frozenset(b"0123456789.")
+_VALUE_START = frozenset(b":,[ \t\r\n")
+
+
+def risky_numbers(raw: bytes | str) -> bool:
+    """Whether `raw` may hold a number that strict mode refuses (False: it certainly holds none)."""
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw  # bytes: translate is C
+    flat = data.translate(_FLAT)
+    for needle in _NEEDLES:
+        at = flat.find(needle)
+        while at >= 0:
+            i = at
+            while i > 0 and data[i - 1] in _MANTISSA:  # back to the first digit of the number
+                i -= 1
+            if i > 0 and data[i - 1] == 45:  # "-"
+                i -= 1
+            if i == 0 or data[i - 1] in _VALUE_START:
+                return True
+            at = flat.find(needle, at + len(needle))
+    return False
 
 
 def _no_constant(name: str):

@@ -11,12 +11,18 @@ log-probs; four choices each), then for each database:
 2. **again**: the same folders ingested a second time (every run replaced in place: still --runs rows);
 3. **leaderboard**: with --board-runs runs stored, the leaderboard's table (store.summaries, then
    leaderboard.build_leaderboard: no report opened), the median of 5, in seconds;
-4. **size**: the database's bytes per stored run after the first ingest (SQLite: the file after a WAL
+4. **where the time goes**: each step of one process's ingest on SQLite, timed alone over 50 of the
+   runs (the JSON's shape, its parse, which includes the shape, the checked reading, the rows, the
+   compression, and the whole write, which includes those two), in milliseconds per run;
+5. **size**: the database's bytes per stored run after the first ingest (SQLite: the file after a WAL
    checkpoint; PostgreSQL: pg_database_size less the empty database's).
 
-The float32 GEMM rate (2 threads) is measured before and after, as the machine's speed drifts.
+The float32 GEMM rate (2 threads) is measured before and after, and plain Python's speed before and
+after each database's measurements, as the machine's speed drifts (by half within minutes here).
 PostgreSQL is a fresh database made through --pg (default $BASE_BENCH_TEST_PG, as .ci/run sets it)
-and dropped afterwards. Writes bench/store.json and prints the table of RESULTS.md ("The results store").
+and dropped afterwards. Writes bench/store.json and prints the table.
+
+bench/RESULTS.md: "The results store".
 """
 
 from __future__ import annotations
@@ -68,6 +74,16 @@ def made_up(items, source, seed: int) -> dict:
     return rep
 
 
+def python_rate(n: int = 3_000_000) -> float:
+    """Million loop steps per second of plain Python on one core: the speed that matters here (the
+    checked reading and the rows are Python), beside the GEMM rate; both drift on these machines."""
+    t = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i * i
+    return n / (time.perf_counter() - t) / 1e6
+
+
 def fresh_sqlite(folder: Path, name: str) -> str:
     return f"sqlite:///{folder / name}"
 
@@ -83,11 +99,19 @@ def fresh_pg(admin: str, name: str) -> str:
 
 
 def drop_pg(admin: str, name: str) -> None:
+    """Drop a database this script made. Right after heavy writes the server's autovacuum may be in
+    it (a process this role cannot end): try again for a while."""
     import psycopg
     from psycopg import sql
 
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    for _ in range(30):
+        try:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+            return
+        except psycopg.errors.ObjectInUse:
+            time.sleep(1)
+    print(f"bench/store.py: note: database {name} is still in use; drop it by hand", file=sys.stderr)
 
 
 def size_bytes(url: str) -> int:
@@ -113,7 +137,7 @@ def ingest_rate(url: str, files: list[Path], jobs: int) -> float:
 
 
 def measure(kind: str, make_url, files: list[Path], reports: list[dict], board_runs: int) -> dict:
-    out = {"database": kind}
+    out = {"database": kind, "python_mops_before": python_rate()}
     for jobs in (1, 2):
         url = make_url(f"ingest{jobs}")
         db = open_store(url)
@@ -141,8 +165,39 @@ def measure(kind: str, make_url, files: list[Path], reports: list[dict], board_r
         t = time.perf_counter()
         board = build_leaderboard(summaries(db))
         times.append(time.perf_counter() - t)
+    out["python_mops_after"] = python_rate()
     out["board_runs"] = board["n_runs"]
     out["leaderboard_table_s"] = statistics.median(times)
+    db.dispose()
+    return out
+
+
+def breakdown(files: list[Path], url: str) -> dict:
+    """Milliseconds per run of each step of one process's ingest, run alone over the same files: the
+    JSON's shape and its parse (untrusted.loads), the checked reading, the rows, the report's
+    compression, and the writes (rows and compression included, as put makes them)."""
+    import zlib
+
+    from base_bench import untrusted
+    from base_bench.results import checked
+    from base_bench.store.ingest import put, rows_of, run_key
+
+    raws = [f.read_bytes() for f in files]
+    out = {}
+
+    def step(name, fn, xs):
+        t = time.perf_counter()
+        done = [fn(x) for x in xs]
+        out[name] = (time.perf_counter() - t) / len(xs) * 1e3
+        return done
+
+    step("shape_ms", untrusted.json_shape, raws)
+    reps = step("parse_ms", lambda r: untrusted.loads(r.decode(), max_values=4_000_000, strict=True), raws)
+    step("check_ms", checked.report_problem, reps)
+    step("rows_ms", lambda a: rows_of(a[0], run_key(a[0]), "bench", a[1]), list(zip(reps, raws)))
+    step("compress_ms", lambda r: zlib.compress(r, 1), raws)
+    db = open_store(url)
+    step("put_ms", lambda a: put(db, a[0], "bench", a[1]), list(zip(reps, raws)))
     db.dispose()
     return out
 
@@ -150,6 +205,7 @@ def measure(kind: str, make_url, files: list[Path], reports: list[dict], board_r
 def table(res: dict) -> list[str]:
     head = [
         "database",
+        "Python speed before / after (M steps/s)",
         "ingest, 1 process (runs/s)",
         "ingest, 2 processes (runs/s)",
         "ingest again, 2 processes (runs/s)",
@@ -159,6 +215,7 @@ def table(res: dict) -> list[str]:
     rows = [
         [
             r["database"],
+            f"{r['python_mops_before']:.1f} / {r['python_mops_after']:.1f}",
             f"{r['ingest_runs_per_s_1']:.1f}",
             f"{r['ingest_runs_per_s_2']:.1f}",
             f"{r['again_runs_per_s_2']:.1f}",
@@ -167,7 +224,7 @@ def table(res: dict) -> list[str]:
         ]
         for r in res["databases"]
     ]
-    return markdown_table(head, "lrrrrr", rows)
+    return markdown_table(head, "lrrrrrr", rows)
 
 
 def main() -> int:
@@ -186,6 +243,7 @@ def main() -> int:
             (tmp / "runs" / f"step-{n}").mkdir(parents=True)
             (tmp / "runs" / f"step-{n}" / "report.json").write_text(dumps(rep), encoding="utf-8")
         files = report_files([str(tmp / "runs")])
+        parts = breakdown(files[:50], fresh_sqlite(tmp, "breakdown.db"))
         results = [measure("SQLite", lambda name: fresh_sqlite(tmp, f"{name}.db"), files, reports, args.board_runs)]
         made = []
 
@@ -205,11 +263,13 @@ def main() -> int:
         "items_per_run": len(items),
         "board_runs": args.board_runs,
         "databases": results,
+        "sqlite_ms_per_run": parts,
     }
     OUT.write_text(json.dumps(res, indent=1) + "\n")
     print(f"{res['machine']['cpu']}, {res['machine']['cpus']} CPUs; GEMM {res['gemm_tflops_2_threads'][0]:.3f} "
           f"then {res['gemm_tflops_2_threads'][1]:.3f} TFLOP/s (2 threads); {args.runs} runs of {len(items)} items")  # fmt: skip
     print("\n".join(table(res)))
+    print("one process on SQLite, ms per run: " + ", ".join(f"{k[:-3]} {v:.1f}" for k, v in parts.items()))
     return 0
 
 

@@ -28,6 +28,7 @@ import atexit
 import functools
 import os
 import re
+import time
 from urllib.parse import urlsplit, urlunsplit
 
 ENV = "BASE_BENCH_TEST_PG"
@@ -115,11 +116,15 @@ def _drop(dbname: str) -> None:
     import psycopg
     from psycopg import sql
 
-    try:
-        with psycopg.connect(admin_url(), autocommit=True, connect_timeout=5) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
-    except psycopg.Error:
-        pass  # the server is gone already: nothing is left to tidy
+    for _ in range(10):  # autovacuum may be in it right after the tests' writes: a moment later it is not
+        try:
+            with psycopg.connect(admin_url(), autocommit=True, connect_timeout=5) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(dbname)))
+            return
+        except psycopg.errors.InsufficientPrivilege:
+            time.sleep(0.5)
+        except psycopg.Error:
+            return  # the server is gone already: nothing is left to tidy
 
 
 def empty(url: str) -> None:

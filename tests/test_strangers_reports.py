@@ -107,6 +107,38 @@ def test_nan_and_infinity_literals_are_refused(tmp_path, capsys, good, other):
     assert untrusted.loads('{"x": -Infinity}') == {"x": -math.inf}  # only where asked (reports, scans)
 
 
+def _strict_through_the_hooks(text):
+    """What strict mode gives when every number goes through its checking hooks (its slow path)."""
+    hooks = {"parse_float": untrusted._finite_float, "parse_int": untrusted._short_int}
+    return json.loads(text, parse_constant=untrusted._no_constant, **hooks)
+
+
+NUMBERS = [
+    "0", "-0", "7", "123456789012345678", "-123456789012345678", "1234567890123456789", "-99999999999999999999",
+    "1.5", "-2.25e-3", "1e99", "1E+99", "9.99e99", "123456789012345678.5e99", "1e100", "1e308", "9e308",
+    "1e999", "-1e400", "1.0e0400", "1e-400", "0.000000000000000000000001", "1" * 310, "1" * 310 + ".5",
+    "0.1234567890123456789012", "5e-0001",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("number", NUMBERS)
+@pytest.mark.parametrize("where", ['{{"x": {}}}', "[1,{}]", "{}", " {}", "[\n{}]", '{{"h": "fee433764e2", "x":{}}}'])
+def test_strict_numbers_parsed_natively_are_refused_or_kept_as_through_the_hooks(number, where):
+    # a text with no number that strict mode could refuse skips the hooks: the same result either way
+    text = where.format(number) if isinstance(where, str) else where.replace(b"{}", number.encode())
+    try:
+        want = ("value", _strict_through_the_hooks(text))
+    except ValueError as e:
+        want = ("refused", str(e))
+    try:
+        got = ("value", untrusted.loads(text, strict=True))
+    except ValueError as e:
+        got = ("refused", str(e))
+    assert got == want
+    if not untrusted.risky_numbers(text):  # the fast path was taken: it must hold no refusal
+        assert want[0] == "value"
+
+
 # ---------------------------------------------------------------- 2. claims are recomputed
 
 
