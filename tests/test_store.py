@@ -96,6 +96,20 @@ def test_ingesting_a_run_twice_stores_it_once_with_all_its_items_and_choices(sto
     assert row.elo == rep["results"]["overall"]["elo"]
 
 
+def test_a_row_keeps_the_versions_and_settings_of_its_run(store_url, tmp_path, capsys):
+    rep = made(2)
+    rep["config"].update(versions={"python": "3.11.7", "torch": "2.13.0", "odd": 7}, runner_version="0.2.0")
+    rep.update(scored_at="2026-12-07T12:00:00+00:00")
+    ingest(capsys, store_url, write_scored(tmp_path / "a", rep))
+    (run,) = listed(capsys, store_url)
+    cfg = run["config"]
+    assert cfg["versions"] == {"python": "3.11.7", "torch": "2.13.0"}  # a value that is not a string is left out
+    assert cfg["runner_version"] == "0.2.0" and cfg["scoring_version"] == rep["config"]["scoring_version"]
+    assert (cfg["backend"], cfg["dtype"], cfg["add_bos"]) == ("transformers", "float32", False)
+    assert run["data"] == {"sha256": rep["data"]["sha256"], "kind": "bundled"}
+    assert run["scored_at"] == "2026-12-07T12:00:00+00:00" and run["stored_at"] >= "2026-12-07"
+
+
 def test_ingest_walks_a_folder_for_the_report_json_of_many_runs(store_url, tmp_path, capsys):
     root = tmp_path / "runs"
     where = [root / "a", root / "sweep" / "b", root / "sweep" / "deeper" / "c", root / "d"]

@@ -13,24 +13,30 @@ version, migrations), ingest.py (a checked report to rows), query.py (what the v
 `engine/runstore.py`'s RunStore is something else: one run's out-dir.
 """
 
-from .connect import ENV, Store, open_store, shown_url, store_url
-from .ingest import put, run_key
-from .query import report, report_bytes, reports_of, resolve, summaries
-from .schema import SCHEMA_VERSION, upgrade
+from importlib import import_module
 
-__all__ = [
-    "ENV",
-    "SCHEMA_VERSION",
-    "Store",
-    "open_store",
-    "put",
-    "report",
-    "report_bytes",
-    "reports_of",
-    "resolve",
-    "run_key",
-    "shown_url",
-    "store_url",
-    "summaries",
-    "upgrade",
-]
+# Where each name lives. They are imported on first use, so that a run without a store (and
+# `import base_bench`) never imports SQLAlchemy: connect.py needs it only to open a store.
+_WHERE = {
+    "ENV": "connect",
+    "Store": "connect",
+    "open_store": "connect",
+    "shown_url": "connect",
+    "store_url": "connect",
+    "put": "ingest",
+    "run_key": "ingest",
+    "report": "query",
+    "report_bytes": "query",
+    "reports_of": "query",
+    "resolve": "query",
+    "summaries": "query",
+    "SCHEMA_VERSION": "schema",
+    "upgrade": "schema",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f".{_WHERE[name]}", __name__), name)

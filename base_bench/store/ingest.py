@@ -69,6 +69,15 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _versions(versions) -> str | None:
+    """The report's config.versions as JSON text: a flat object of short strings (anything else, a
+    report from elsewhere may hold, is left out)."""
+    if not isinstance(versions, dict):
+        return None
+    kept = {str(k)[:64]: v[:64] for k, v in list(versions.items())[:32] if isinstance(v, str)}
+    return json.dumps(kept, sort_keys=True)
+
+
 def _ci(block: dict, i: int):
     ci = block.get("elo_ci95")
     return float(ci[i]) if isinstance(ci, list) and len(ci) == 2 else None
@@ -120,6 +129,7 @@ def rows_of(rep: dict, key: str, source: str, raw: bytes) -> dict:
         "n_correct": int(o["n_correct"]),
         "runner_version": cfg.get("runner_version"),
         "scoring_version": cfg.get("scoring_version"),
+        "versions": _versions(cfg.get("versions")),
         "scored_at": rep.get("scored_at"),
         "stored_at": now(),
         "source": source,

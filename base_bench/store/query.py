@@ -18,6 +18,7 @@ through the checked reading again, as a file would.
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections.abc import Sequence
 
@@ -34,6 +35,17 @@ KEY_SHOWN = 12  # hex digits of a key that `store list` and the views show
 MIN_PREFIX = 4  # the shortest key prefix accepted
 
 
+def _versions(text: str | None) -> dict | None:
+    """A row's versions (JSON that ingest wrote; a shared database may hold anything): a dict or None."""
+    if not text or len(text) > 10_000:
+        return None
+    try:
+        got = json.loads(text)
+    except ValueError:
+        return None
+    return got if isinstance(got, dict) else None
+
+
 def _summary(r, cats: list, tags: list[str]) -> dict:
     ci = [r.elo_lo, r.elo_hi] if r.elo_lo is not None and r.elo_hi is not None else None
     out = {
@@ -47,6 +59,7 @@ def _summary(r, cats: list, tags: list[str]) -> dict:
             "add_bos": r.add_bos,
             "runner_version": r.runner_version,
             "scoring_version": r.scoring_version,
+            "versions": _versions(r.versions),
             "signature_sha256": r.signature_sha256,
         },
         "data": {"sha256": r.data_sha256, "kind": r.data_kind},

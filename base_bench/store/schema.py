@@ -88,6 +88,7 @@ runs = Table(
     Column("n_correct", Integer, nullable=False),
     Column("runner_version", String(64)),
     Column("scoring_version", String(64)),
+    Column("versions", Text),  # JSON: the report's config.versions (python, torch, transformers, llama.cpp...)
     Column("scored_at", String(40)),  # ISO 8601, UTC, from the report (older reports have none)
     Column("stored_at", String(40), nullable=False),
     Column("source", Text, nullable=False),  # the folder it was ingested from, or how it was written
