@@ -89,3 +89,24 @@ def test_summarize_overall_categories_and_difficulties():
     assert s["difficulties"]["easy"] == {"n": 2, "n_correct": 2, "raw_accuracy": 1.0}
     assert s["difficulties"]["hard"]["raw_accuracy"] == 0.0
     assert "medium" not in s["difficulties"]
+
+
+def test_the_grouped_fit_of_the_checked_reading_is_the_runners_fit():
+    # fit_elo_grouped sums the outcomes per item Elo first; it must land where fit_elo does (1e-9 Elo)
+    import random
+
+    from base_bench.results.elo import fit_elo, fit_elo_grouped
+
+    rng = random.Random(7)
+    cases = [[], [(1000.0, 1.0, 1.0)], [(700.0, 2.0, 0.0)] * 50, [(1250.0, 0.5, 1.0)] * 3 + [(700.0, 3.0, 0.0)]]
+    for _ in range(200):
+        levels = rng.sample([700.0, 800.0, 900.0, 950.0, 1000.0, 1100.0, 1250.0], rng.randint(1, 7))
+        cases.append(
+            [
+                (rng.choice(levels), rng.choice([0.75, 1.0, 1.5, 2.0]), float(rng.random() < 0.5))
+                for _ in range(rng.randint(1, 400))
+            ]
+        )
+    for outcomes in cases:
+        assert abs(fit_elo_grouped(outcomes) - fit_elo(outcomes)) <= 1e-9
+    assert fit_elo_grouped([]) == fit_elo([]) == pytest.approx(1000.0)  # the prior alone

@@ -271,7 +271,7 @@ def cmd_export(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         if markdown is not None:
             write_atomic(out / "predictions.md", markdown)
-        _write_exact(out / "report.json", raw)
+        write_atomic(out / "report.json", raw, redacted=False)  # the stored, checked bytes, as they are
     except OSError as e:
         raise StorageError(f"could not write to {out}: {e.strerror or e}") from None
     print(
@@ -280,33 +280,6 @@ def cmd_export(args) -> int:
         + f" (run {key[:12]})"
     )
     return 0
-
-
-def _write_exact(path: Path, data: bytes) -> None:
-    """reports_io.write_atomic without its redaction: the stored report.json byte for byte. These are
-    the bytes that were checked; a registered secret replaced in them (the store's own password, when
-    a path in the report holds the same word) would write a file that is neither the ingested one nor
-    a checked one."""
-    import tempfile
-
-    from ..results.reports_io import TEMP_SUFFIX, _umask, fsync_dir, write_all
-
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=TEMP_SUFFIX, dir=path.parent)
-    try:
-        try:
-            os.fchmod(fd, 0o666 & ~_umask())
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(path.parent)
 
 
 def cmd_upgrade(args) -> int:

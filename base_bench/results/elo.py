@@ -57,9 +57,15 @@ def fit_elo(outcomes: Iterable[tuple[float, float, float]], lo: float = -10000.0
     With no outcomes, the prior alone gives 1000.
     """
     outcomes = [(float(e), float(w), float(y)) for e, w, y in outcomes]
+    return _bisect(lambda r: score_equation(r, outcomes) > 0, lo, hi)
+
+
+def _bisect(positive, lo: float, hi: float) -> float:
+    """Where the score equation crosses 0 between lo and hi, by bisection to 1e-9 Elo: `positive(r)`
+    says whether it is above 0 at r (it falls as r grows)."""
     for _ in range(200):
         mid = (lo + hi) / 2.0
-        if score_equation(mid, outcomes) > 0:
+        if positive(mid):
             lo = mid
         else:
             hi = mid
@@ -81,19 +87,14 @@ def fit_elo_grouped(outcomes: Iterable[tuple[float, float, float]]) -> float:
         won[e] = won.get(e, 0.0) + w * float(y)
     levels = [(e, weight[e]) for e in weight]
     wins = sum(won.values())
-    lo, hi = -10000.0, 10000.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        total = PRIOR_WEIGHT * (0.5 - expected(mid, PRIOR_RATING)) + wins
+
+    def positive(r: float) -> bool:
+        total = PRIOR_WEIGHT * (0.5 - expected(r, PRIOR_RATING)) + wins
         for e, w in levels:
-            total -= w * expected(mid, e)
-        if total > 0:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-9:
-            break
-    return (lo + hi) / 2.0
+            total -= w * expected(r, e)
+        return total > 0
+
+    return _bisect(positive, -10000.0, 10000.0)
 
 
 def level_sums(which: np.ndarray, n_levels: int, weights: np.ndarray) -> np.ndarray:

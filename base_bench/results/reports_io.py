@@ -368,19 +368,22 @@ def write_outputs(files: dict, say=None) -> None:
             say(f"wrote {path}")
 
 
-def write_atomic(path: str | Path, data: str | bytes) -> None:
+def write_atomic(path: str | Path, data: str | bytes, redacted: bool = True) -> None:
     """Write `data` to a new temporary file beside `path`, fsync it, and rename it over `path`.
 
     A reader (or a crash) sees the old file or the new one, never a part of either. The temporary
     file is made by mkstemp (O_EXCL, a random name, so no planted link is followed and no other
     writer shares it), with the mode a plain open would give (0666 less the umask). The folder must
     exist. If the write fails (a full disk, an I/O error), the OSError is raised and the temporary
-    file is removed. Every secret registered with base_bench.redact is removed from `data` first.
+    file is removed. Every secret registered with base_bench.redact is removed from `data` first,
+    unless `redacted` is False: bytes that must be written as they are (`store export` writes back
+    the report.json it stored and checked, which a process's secrets never were part of).
     """
     from ..redact import redact_bytes
 
     path = Path(path)
-    blob = redact_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    blob = redact_bytes(blob) if redacted else blob
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         try:
