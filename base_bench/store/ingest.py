@@ -25,7 +25,7 @@ import json
 import zlib
 from datetime import datetime, timezone
 
-from sqlalchemy import delete
+from sqlalchemy import bindparam, delete
 
 from ..items.dataset import BUNDLED_SHA256
 from ..results import checked, rules
@@ -194,21 +194,21 @@ def put_many(db: Store, entries: list[tuple]) -> list[str]:
     """`put` for several (report, source, raw or None, labels or None) in one transaction; their keys,
     in order. The runs are written in key order, so that two processes writing overlapping runs take
     their rows' locks in one order and never wait for each other in a circle."""
-    keyed = {}
+    keyed, keys = {}, []
     for rep, source, raw, labels in entries:
         raw = report_bytes(rep) if raw is None else raw
-        key = run_key(rep)
-        keyed[key] = _labelled(rows_of(rep, key, source, raw), labels)
+        keys.append(run_key(rep))
+        keyed[keys[-1]] = _labelled(rows_of(rep, keys[-1], source, raw), labels)
     with schema.writing(db) as conn:
         for key in sorted(keyed):
             rows = keyed[key]
-            run_id = _upsert_run(conn, db, rows["runs"][0])
+            run_id = conn.execute(_upsert(db.dialect), rows["runs"][0]).scalar_one()
             for table in schema.CHILDREN:
-                conn.execute(delete(table).where(table.c.run == run_id))
+                conn.execute(_deletes()[table.name], {"run": run_id})
             for table in schema.CHILDREN:
                 if rows[table.name]:
                     insert_many(conn, table, [(run_id, *r) for r in rows[table.name]])
-    return [run_key(rep) for rep, *_ in entries]
+    return keys
 
 
 def _labelled(rows: dict, labels) -> dict:
@@ -235,22 +235,41 @@ def insert_many(conn, table, rows: list[tuple]) -> None:
             for r in rows:
                 copy.write_row(r)
         return
-    compiled = table.insert().compile(dialect=conn.dialect, column_keys=names)
+    sql, at = _sqlite_insert(table.name)
+    params = rows if at is None else [tuple(r[i] for i in at) for r in rows]
+    conn.exec_driver_sql(sql, params)
+
+
+@functools.cache
+def _sqlite_insert(name: str) -> tuple[str, list[int] | None]:
+    """The SQLite INSERT of every column of table `name`, compiled once, and the order its parameters
+    take the columns in (None: the table's own order)."""
+    from sqlalchemy.dialects import sqlite
+
+    table = schema.metadata.tables[name]
+    names = [c.name for c in table.columns]
+    compiled = table.insert().compile(dialect=sqlite.dialect(), column_keys=names)
     at = [names.index(k) for k in compiled.positiontup]
-    params = rows if at == list(range(len(names))) else [tuple(r[i] for i in at) for r in rows]
-    conn.exec_driver_sql(compiled.string, params)
+    return compiled.string, None if at == list(range(len(names))) else at
 
 
-def _upsert_run(conn, db: Store, row: dict) -> int:
-    """Insert the run's row, or update it in place, and return its id: the row is then locked until the
+@functools.cache
+def _deletes() -> dict:
+    """DELETE FROM <child table> WHERE run = :run, built once for each of the run's other tables."""
+    return {t.name: delete(t).where(t.c.run == bindparam("run")) for t in schema.CHILDREN}
+
+
+@functools.cache
+def _upsert(dialect: str):
+    """INSERT the run's row, or on a key stored already UPDATE it in place, RETURNING its id: built
+    once per dialect and executed with the row as parameters. The row is locked until the
     transaction ends, so that two processes writing one run take turns (SQLite: BEGIN IMMEDIATE does
     the same)."""
-    if db.dialect == "postgresql":
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    stmt = insert(schema.runs).values(**row)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=[schema.runs.c.key], set_={k: stmt.excluded[k] for k in row if k != "key"}
-    ).returning(schema.runs.c.id)
-    return conn.execute(stmt).scalar_one()
+    stmt = insert(schema.runs)
+    names = [c.name for c in schema.runs.columns if c.name not in ("id", "key")]
+    stmt = stmt.on_conflict_do_update(index_elements=[schema.runs.c.key], set_={k: stmt.excluded[k] for k in names})
+    return stmt.returning(schema.runs.c.id)
