@@ -157,3 +157,14 @@ def empty_worker_database() -> str:
     url = ensure_database(worker_database())
     empty(url)
     return url
+
+
+def bad_urls(password: str) -> dict[str, str]:
+    """Two store URLs that cannot be used, each with `password` in it (which no output may show): this
+    server with a wrong password (for this worker's database), and a port where nothing listens."""
+    admin = urlsplit(admin_url())
+    user = admin.username or "base_bench"
+    return {
+        "wrong password": f"postgresql://{user}:{password}@{admin.hostname}:{admin.port or 5432}/{worker_database()}",
+        "unreachable": f"postgresql://{user}:{password}@127.0.0.1:1/db",
+    }

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import sqlalchemy as sa
@@ -534,18 +533,9 @@ def test_store_upgrade_makes_an_empty_database_a_store(store_url, capsys):
 PASSWORD = "wrongpassword99"
 
 
-def _pg_urls():
-    admin = urlsplit(storedb.admin_url())
-    user = admin.username or "base_bench"
-    return {
-        "wrong password": f"postgresql://{user}:{PASSWORD}@{admin.hostname}:{admin.port or 5432}/{storedb.worker_database()}",
-        "unreachable": f"postgresql://{user}:{PASSWORD}@127.0.0.1:1/db",
-    }
-
-
 @pytest.mark.parametrize("case", ["wrong password", "unreachable"])
 def test_a_store_that_cannot_be_reached_is_one_line_without_the_password(postgres_url, tmp_path, capsys, case):
-    url = _pg_urls()[case]
+    url = storedb.bad_urls(PASSWORD)[case]
     run = write_scored(tmp_path / "a", made(60))
     for args in (
         ("list",),
@@ -561,7 +551,7 @@ def test_a_store_that_cannot_be_reached_is_one_line_without_the_password(postgre
 
 
 def test_the_real_entry_point_says_a_wrong_password_in_one_line(postgres_url):
-    url = _pg_urls()["wrong password"]
+    url = storedb.bad_urls(PASSWORD)["wrong password"]
     proc = subprocess.run(
         [sys.executable, "-m", "base_bench", "store", "list", "--store", url],
         capture_output=True,

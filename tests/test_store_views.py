@@ -17,7 +17,6 @@ import hashlib
 import json
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from explorerun import scored_report, write_scored
@@ -377,18 +376,9 @@ def test_a_selection_that_matches_nothing_or_two_runs_is_one_line(store_url, run
     assert text.startswith("A: twins step 1,") and "\nB: twins step 2," in text
 
 
-def _bad_urls() -> dict[str, str]:
-    admin = urlsplit(storedb.admin_url())
-    user = admin.username or "base_bench"
-    return {
-        "wrong password": f"postgresql://{user}:{PASSWORD}@{admin.hostname}:{admin.port or 5432}/{storedb.worker_database()}",
-        "unreachable": f"postgresql://{user}:{PASSWORD}@127.0.0.1:1/db",
-    }
-
-
 @pytest.mark.parametrize("case", ["wrong password", "unreachable"])
 def test_a_store_that_cannot_be_read_is_one_line_without_the_password(postgres_url, tmp_path, capsys, case):
-    url = _bad_urls()[case]
+    url = storedb.bad_urls(PASSWORD)[case]
     out = tmp_path / "out"
     for args in (
         ("leaderboard", "--out-dir", out),

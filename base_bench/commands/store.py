@@ -88,12 +88,11 @@ def report_files(paths: list[str]) -> list[Path]:
 
 def read_one(path: Path) -> tuple[dict, bytes]:
     """One report.json read and checked: (report, its bytes). ReportError (one line) when it is refused."""
-    from ..results.reports_io import check_finished, load_report
-    from ..untrusted import MAX_BYTES, read_regular
+    from ..results.reports_io import check_finished, read_report
 
-    rep = load_report(path)
+    rep, raw = read_report(path)  # the bytes stored are the bytes checked: the file is read once
     check_finished(rep)
-    return rep, read_regular(path, MAX_BYTES)
+    return rep, raw
 
 
 BATCH = 16  # runs written in one transaction by `store ingest`

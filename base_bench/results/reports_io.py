@@ -12,7 +12,7 @@
 write through here, and the HTML pages share `html_page`.
 
 A report is a file that someone else may have made, so `load_report` reads it within bounds
-(`untrusted.load_json`: a regular file of at most 256 MiB, JSON at most 64 levels deep and of at
+(`untrusted.read_regular` and `loads`: a regular file of at most 256 MiB, JSON at most 64 levels deep and of at
 most MAX_VALUES values, no NaN, no infinite or huge number) and then checks it with
 `checked.report_problem`, the one checked reading every reader shares: every field of the type
 it must have, and the report's claims (predictions, Elo, accuracies, official) recomputed.
@@ -52,11 +52,16 @@ def report_path(run: str | Path) -> Path:
 
 def load_report(run: str | Path) -> dict:
     """Read and sanity-check one report.json; raise ReportError with a one-line reason."""
+    return read_report(run)[0]
+
+
+def read_report(run: str | Path) -> tuple[dict, bytes]:
+    """`load_report`, and the bytes it was read from (`store ingest` keeps them), read once."""
     path = report_path(run)
     if not path.exists():
         where = f"{run}: no report.json there" if Path(run).is_dir() else f"{run}: no such run directory or file"
         raise ReportError(where + " (is the run finished?)")
-    return load_checked(path, report_problem, "a usable base-bench report")
+    return read_checked(path, report_problem, REPORT)
 
 
 def as_report(run) -> dict:
@@ -70,38 +75,47 @@ def as_report(run) -> dict:
     return load_report(run)
 
 
+REPORT = "a usable base-bench report"  # what a report read here must be (its refusals say so)
+
+
 def report_from_bytes(raw: bytes, where: str) -> dict:
     """A report held as bytes (the store keeps report.json's), read as a file is: within bounds and
     checked; ReportError "WHERE: not a usable base-bench report (phrase)". `_path` is `where`."""
-    what = "a usable base-bench report"
     if len(raw) > untrusted.MAX_BYTES:
-        raise ReportError(f"{where}: not {what} (larger than {untrusted.MAX_BYTES:,} bytes)")
-    try:
-        obj = untrusted.loads(raw.decode("utf-8"), max_values=MAX_VALUES, strict=True)
-    except ValueError as e:
-        raise ReportError(f"{where}: not {what} ({untrusted.problem(e)})") from None
-    problem = report_problem(obj)
-    if problem:
-        raise ReportError(f"{where}: not {what} ({problem})")
-    obj["_path"] = where
-    return obj
+        raise ReportError(f"{where}: not {REPORT} (larger than {untrusted.MAX_BYTES:,} bytes)")
+    return checked_bytes(raw, where, report_problem, REPORT)
 
 
 def load_checked(path: Path, problem_of, what: str) -> dict:
-    """A JSON file made by others, read within bounds (untrusted.load_json: at most MAX_VALUES JSON
-    values, numbers that arithmetic can use) and checked by `problem_of(obj) -> phrase or None`;
-    ReportError "PATH: not WHAT (phrase)" if it cannot be used. The dict gets "_path", where it was
-    read from."""
+    """A JSON file made by others, read within bounds (untrusted.read_regular, then at most
+    MAX_VALUES JSON values, numbers that arithmetic can use) and checked by `problem_of(obj) ->
+    phrase or None`; ReportError "PATH: not WHAT (phrase)" if it cannot be used. The dict gets
+    "_path", where it was read from."""
+    return read_checked(path, problem_of, what)[0]
+
+
+def read_checked(path: Path, problem_of, what: str) -> tuple[dict, bytes]:
+    """`load_checked`, and the bytes it was read from."""
     try:
-        obj = untrusted.load_json(path, max_values=MAX_VALUES, strict=True)
+        raw = untrusted.read_regular(path)
     except OSError as e:
         raise ReportError(f"{path}: {untrusted.problem(e)}") from None
     except ValueError as e:
         raise ReportError(f"{path}: not {what} ({untrusted.problem(e)})") from None
+    return checked_bytes(raw, str(path), problem_of, what), raw
+
+
+def checked_bytes(raw: bytes, where: str, problem_of, what: str) -> dict:
+    """JSON bytes parsed within bounds and checked by `problem_of`; ReportError "WHERE: not WHAT
+    (phrase)" if they cannot be used. The dict gets "_path": `where`."""
+    try:
+        obj = untrusted.loads(raw.decode("utf-8"), max_values=MAX_VALUES, strict=True)
+    except ValueError as e:  # UnicodeDecodeError is one: "not UTF-8"
+        raise ReportError(f"{where}: not {what} ({untrusted.problem(e)})") from None
     problem = problem_of(obj)
     if problem:
-        raise ReportError(f"{path}: not {what} ({problem})")
-    obj["_path"] = str(path)
+        raise ReportError(f"{where}: not {what} ({problem})")
+    obj["_path"] = where
     return obj
 
 
