@@ -39,10 +39,10 @@ from pathlib import Path
 
 from benchlib import ROOT, cpu_name, gemm_rate, markdown_table
 
-from base_bench.commands.leaderboard import build_leaderboard
 from base_bench.commands.store import ingest_all, report_files
 from base_bench.items.datasource import open_data
 from base_bench.items.records import ChoiceScore, ItemResult, pick
+from base_bench.results.leaderboard import build_leaderboard
 from base_bench.results.report import build_report, dumps
 from base_bench.store import open_store, schema, summaries
 from base_bench.store.ingest import put_many

@@ -13,10 +13,10 @@ from test_untrusted import EVIL, one_error
 from base_bench import explore
 from base_bench.commands.cli import main
 from base_bench.commands.compare import build_comparison
-from base_bench.commands.leaderboard import build_leaderboard, render_html, render_markdown
 from base_bench.items.dataset import BUNDLED_CANARY
 from base_bench.items.datasource import open_data
 from base_bench.results.explore import build_page, margin, script_json
+from base_bench.results.leaderboard import build_leaderboard, render_html, render_markdown
 from base_bench.results.reports_io import load_report
 
 from fixtures import records, write_dataset

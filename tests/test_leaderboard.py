@@ -11,9 +11,9 @@ from test_compare import OTHER_SHA, SHA, ids_where, make_report, write_run
 
 from base_bench.commands.cli import main
 from base_bench.commands.compare import load_report
-from base_bench.commands.leaderboard import build_leaderboard, run_labels
 from base_bench.items import card
 from base_bench.results import plots
+from base_bench.results.leaderboard import build_leaderboard, run_labels
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -343,7 +343,7 @@ def test_made_up_categories_are_refused_so_one_board_has_the_cards_seven_at_most
 def test_the_leaderboards_plots_stop_growing_with_the_number_of_runs(tmp_path, capsys, bundled):
     from test_leaderboard import png_size
 
-    from base_bench.commands.leaderboard import MAX_PLOT_RUNS
+    from base_bench.results.leaderboard import MAX_PLOT_RUNS
 
     n = MAX_PLOT_RUNS + 6
     runs = [

@@ -10,9 +10,9 @@ from transformers import Trainer, TrainerCallback, TrainingArguments, default_da
 
 from base_bench import UsageError
 from base_bench.commands.cli import main
-from base_bench.commands.trajectory import build_trajectory, find_reports
 from base_bench.integrations import BaseBenchCallback
 from base_bench.integrations.hf import metrics
+from base_bench.results.trajectory import build_trajectory, find_reports
 
 from tiny import CORPUS, tiny_model, tiny_tokenizer
 

@@ -6,6 +6,7 @@ score it (`TransformersBackend`, with the torch scorers of transformers_scorers.
     loaded.model, loaded.tokenizer, loaded.info   # info: what report.json records about the model
     located = locate_model("org/name-GGUF", gguf_file="model.Q4_K_M.gguf")      # one GGUF of a Hub repo
     located = locate_model("org/name", model_args={"attn_implementation": "eager"})  # --model-arg
+    loaded = load_located(located, device, dtype, tokenizer=load_tokenizer(located))  # the tokenizer read apart
 
 A `.gguf` path is loaded by transformers through the `gguf` package (dequantized to `dtype`), and
 the converted tokenizer and weights are kept in a disk cache for the next load (gguf_cache.py;
@@ -86,12 +87,15 @@ class Loaded:
     info: dict = field(default_factory=dict)
 
 
-def _from_pretrained(where: str, dtype, placement: dict | None = None, model_args: dict | None = None, **kwargs):
-    """Tokenizer and model from `where`; `model_args` go to the model only (tokenizer options would
-    change the token ids, which the card fixes)."""
+def _from_pretrained(
+    where: str, dtype, placement: dict | None = None, model_args: dict | None = None, tokenizer=None, **kwargs
+):
+    """Tokenizer and model from `where` (the tokenizer only when none is given); `model_args` go to
+    the model only (tokenizer options would change the token ids, which the card fixes)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(
         where, dtype=dtype, **kwargs, **(placement or {}), **(model_args or {})
     )
@@ -128,13 +132,45 @@ def _dispatch(model, placement: Placement):
     return dispatch_model(model, device_map=device_map, offload_dir=placement.offload_folder)
 
 
-def load_located(located: Located, device, dtype, use_cache: bool = True, placement: Placement | None = None) -> Loaded:
+def _load_failed(located: Located, exc: Exception) -> ModelError:
+    """The one line for a model (or its tokenizer) that transformers could not load."""
+    text = str(exc).strip()
+    msg = text.splitlines()[0] if text else type(exc).__name__
+    return ModelError(f"could not load model {located.spec}: {msg[:300]}")
+
+
+def load_tokenizer(located: Located):
+    """The tokenizer of a located model folder or Hub snapshot, read as `load_located` reads it
+    (which then takes it as its `tokenizer`); a GGUF's comes with its conversion (`load_located`)."""
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    if located.kind == "gguf":
+        raise ValueError("a GGUF's tokenizer is converted with its weights: load_located loads both")
+    hf_logging.set_verbosity_error()
+    try:
+        return AutoTokenizer.from_pretrained(located.where, **located.kwargs)
+    except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
+        raise _load_failed(located, exc) from None
+
+
+def load_located(
+    located: Located,
+    device,
+    dtype,
+    use_cache: bool = True,
+    placement: Placement | None = None,
+    tokenizer=None,
+) -> Loaded:
     """Load tokenizer and model; a GGUF file goes through the converted-model cache (gguf_cache)
     unless `use_cache` is False. info["cache"] records what the cache did. With a `placement`
     (`--device-map`), the layers are spread over the devices instead of moved to `device`, and
-    info["device_map"] records where each went."""
+    info["device_map"] records where each went. A `tokenizer` given (`load_tokenizer`'s, for a
+    folder or a Hub snapshot, not a GGUF) is taken as it is, and only the model is loaded."""
     from transformers.utils import logging as hf_logging
 
+    if tokenizer is not None and located.kind == "gguf":
+        raise ValueError("a GGUF's tokenizer is converted with its weights: give no tokenizer")
     hf_logging.set_verbosity_error()
     place = placement.kwargs() if placement else None
     args = located.model_args
@@ -170,13 +206,11 @@ def load_located(located: Located, device, dtype, use_cache: bool = True, placem
                 model = _dispatch(model, placement)
         else:
             tokenizer, model = _from_pretrained(
-                located.where, dtype, placement=place, model_args=args, **located.kwargs
+                located.where, dtype, placement=place, model_args=args, tokenizer=tokenizer, **located.kwargs
             )
             cache = {"status": "not-gguf", "path": None}
     except Exception as exc:  # noqa: BLE001 - one line for the user, not a traceback
-        text = str(exc).strip()
-        msg = text.splitlines()[0] if text else type(exc).__name__
-        raise ModelError(f"could not load model {located.spec}: {msg[:300]}") from None
+        raise _load_failed(located, exc) from None
     info = {**located.info, "cache": cache}
     if located.kind == "gguf":  # not the cache entry or the GGUF's folder: what an adapter trained on it records
         model.name_or_path = located.info["path"]
