@@ -5,10 +5,17 @@ items of a data file, made-up scores. No model is loaded.
     rep = scored_report(source, seed=1, spec="org/model-a")        # a report dict, "_path" unset
     run = write_scored(tmp_path / "a", rep)                        # run dir with report.json
     expected_flips(rep_a, rep_b)                                   # ids, counted independently of base-bench
+    reps = checkpoint_reports(source, steps=[0, 100, 200], outcomes={"id": [False, True, True]})
 
 Each choice gets a random summed log-prob and token count; the prediction follows the card's rule
 (pick), so `correct`, `selected_text` and the margins are what a real run would record for those
-scores. `skill` brings the label's score nearer 0 on about that share of items, so runs beat chance.
+scores. `skill` brings the label's score nearer 0 on about that share of items, so runs beat chance;
+`right` (item id -> True / False) makes an item right or wrong whatever the draw: the label's
+score is lifted above the others', or the best other's above the label's.
+
+`checkpoint_reports` makes the checkpoints of one training run: one report per step, labelled with
+the group and the step, each item right or wrong at each step as `outcomes` says (items it does not
+name are drawn).
 """
 
 from __future__ import annotations
@@ -33,17 +40,30 @@ def scored_report(
     skill: float = 0.3,
     limit: int | None = None,
     resamples: int = 50,
+    right: dict[str, bool] | None = None,
 ) -> dict:
     items = list(source.dataset.items)[:limit] if limit else list(source.dataset.items)
     rng = random.Random(seed)
     results = {}
     for it in items:
-        choices = []
+        means, counts = [], []
         for k in range(len(it.continuations)):
-            n = rng.randint(1, 8)
-            mean = -rng.uniform(0.5, 6.0) * (0.25 if k == it.label and rng.random() < skill else 1.0)
-            choices.append(ChoiceScore(mean * n, n))
-        choices = tuple(choices)
+            counts.append(rng.randint(1, 8))
+            means.append(-rng.uniform(0.5, 6.0) * (0.25 if k == it.label and rng.random() < skill else 1.0))
+        want = (right or {}).get(it.id)
+        if want is not None:
+            others = [k for k in range(len(means)) if k != it.label]
+            top = max(others, key=lambda k: means[k])
+            lift = rng.uniform(0.01, 1.5)
+            if want and means[it.label] <= means[top]:
+                means[it.label] = min(means[top] + lift, -0.01)
+                if means[it.label] <= means[top]:  # the best other is at -0.01 already
+                    means[top] = means[it.label] - lift
+            elif not want and means[top] <= means[it.label]:
+                means[top] = min(means[it.label] + lift, -0.01)
+                if means[top] <= means[it.label]:
+                    means[it.label] = means[top] - lift
+        choices = tuple(ChoiceScore(m * n, n) for m, n in zip(means, counts))
         results[it.id] = ItemResult(it.id, choices, pick(choices), it.label, truncated=rng.random() < 0.02)
     config = {
         "model": {"spec": spec, "revision": None},
@@ -62,6 +82,29 @@ def scored_report(
         results=results,
         bootstrap_resamples=resamples,
     )
+
+
+def checkpoint_reports(
+    source,
+    steps,
+    outcomes: dict[str, list[bool]] | None = None,
+    *,
+    group: str = "pretrain",
+    spec: str = "/ckpt/pretrain/checkpoint-{step}/hf",
+    seed: int = 0,
+    resamples: int = 10,
+) -> list[dict]:
+    """One report per step in `steps` (labelled `group`, training_step; the model `spec` with the
+    step in it, so that a store keeps each checkpoint apart): `outcomes[id][k]` says whether the
+    item is right at the k-th step; the items it does not name are drawn."""
+    outcomes = outcomes or {}
+    reps = []
+    for k, step in enumerate(steps):
+        right = {i: o[k] for i, o in outcomes.items()}
+        rep = scored_report(source, seed * 1000 + k, spec.format(step=step), resamples=resamples, right=right)
+        rep["group"], rep["training_step"] = group, step
+        reps.append(rep)
+    return reps
 
 
 def resummarize(report: dict) -> dict:

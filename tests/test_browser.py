@@ -1,7 +1,9 @@
 """explore.html and leaderboard.html in a real browser: Debian's headless Chromium, driven by
 Selenium (tests/browser.py). The pages are opened from disk; every filter's row count is checked
 against the reports (and the flip filter against `compare`), a hostile field must render as text,
-the page must make no request, and the leaderboard must fit a 1400 px window. Skipped where
+the page must make no request, and the leaderboard must fit a 1400 px window; the item × step grid
+of 350 items by 100 checkpoints is drawn on its canvas, sorts as `steps_grid.sort_rows` does and
+keeps the page small. Skipped where
 Chromium is not installed, a failure under CI=1 (.ci/run installs it).
 
 With BASE_BENCH_DOCS_SHOTS=1 the screenshot for docs/exploring.md is written to docs/explore.png
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from browser import chromium_driver, missing, open_page, requests, wait_for
-from explorerun import expected_flips, scored_report, write_scored
+from explorerun import checkpoint_reports, expected_flips, scored_report, write_scored
 from test_untrusted import EVIL
 
 from base_bench import explore
@@ -22,7 +24,9 @@ from base_bench.commands.cli import main
 from base_bench.commands.compare import build_comparison
 from base_bench.items import card
 from base_bench.items.datasource import open_data
+from base_bench.results.explore import build_page
 from base_bench.results.reports_io import load_report
+from base_bench.results.steps_grid import forgotten, learned_at, sort_rows
 
 from fixtures import record, records, write_dataset
 
@@ -385,3 +389,159 @@ def test_docs_screenshot(driver, tmp_path):
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     if os.environ.get("BASE_BENCH_DOCS_SHOTS"):
         shutil.copyfile(shot, ROOT / "docs" / "explore.png")
+
+
+# ---------------------------------------------------------------- the item × step grid
+
+N_STEPS = 100
+KNOWN = 200  # the row of the one item right at the first checkpoint (and every later one)
+
+
+@pytest.fixture(scope="module")
+def checkpoint_page(tmp_path_factory):
+    """350 items × 100 checkpoints of one training run and a run without a step. Each item is
+    learned at a drawn step (or never) with a few right/wrong flips on top; at the first checkpoint
+    every item but row KNOWN is wrong, so sorting by "learned at" puts KNOWN first."""
+    import random
+
+    source = open_data("bundled")
+    ids = [it.id for it in source.dataset.items]
+    rng = random.Random(5)
+    outcomes = {}
+    for i in ids:
+        start = rng.randrange(1, N_STEPS) if rng.random() < 0.85 else None
+        row = [start is not None and k >= start for k in range(N_STEPS)]
+        outcomes[i] = [False] + [(not o) if rng.random() < 0.04 else o for o in row[1:]]
+    outcomes[ids[KNOWN]] = [True] * N_STEPS
+    reps = checkpoint_reports(source, [250 * k for k in range(N_STEPS)], outcomes)
+    reps.append(scored_report(source, 9, "org/other", resamples=10))
+    root = tmp_path_factory.mktemp("grid")
+    page = explore(reps, root / "page")
+    data = build_page(reps, source.dataset.items, source.record)
+    return {"page": page, "data": data, "reports": reps, "ids": ids, "outcomes": outcomes}
+
+
+def grid_order(driver) -> list[int]:
+    return [int(x) for x in js(driver, "return document.getElementById('grid-canvas').dataset.order").split(",")]
+
+
+def cell_point(driver, r: int, c: int) -> tuple[float, float]:
+    """The page (client) coordinates of the middle of the grid's cell at drawn row r, column c."""
+    return js(
+        driver,
+        "var cv = document.getElementById('grid-canvas'), b = cv.getBoundingClientRect();"
+        "var wh = cv.dataset.cell.split('x').map(Number), top = +cv.dataset.top;"
+        "return [b.left + arguments[1] * wh[0] + wh[0] / 2, b.top + top + arguments[0] * wh[1] + wh[1] / 2];",
+        r,
+        c,
+    )
+
+
+def on_cell(driver, event: str, r: int, c: int) -> None:
+    x, y = cell_point(driver, r, c)
+    js(
+        driver,
+        "document.getElementById('grid-canvas').dispatchEvent(new MouseEvent(arguments[0], "
+        "{clientX: arguments[1], clientY: arguments[2], bubbles: true}));",
+        event,
+        x,
+        y,
+    )
+
+
+def test_the_grid_of_350_items_by_100_checkpoints(driver, checkpoint_page):
+    """The grid is drawn on one canvas (pixels of both colours), the page stays a few thousand
+    elements, and sorting by learned at / forgotten shows the rows in `sort_rows`' order, in the
+    grid and in the list, with the category filter too."""
+    url = open_page(driver, checkpoint_page["page"])
+    grid, ids = checkpoint_page["data"]["grid"], checkpoint_page["ids"]
+    assert len(grid["cols"]) == N_STEPS and grid["left_out"] == [N_STEPS]
+    for n, i in enumerate(ids):  # the page's numbers are those of the outcomes the reports were made from
+        assert grid["learned"][n] == learned_at(checkpoint_page["outcomes"][i])
+        assert grid["forgotten"][n] == forgotten(checkpoint_page["outcomes"][i])
+    drawn = js(
+        driver,
+        "var cv = document.getElementById('grid-canvas'), ctx = cv.getContext('2d');"
+        "var d = ctx.getImageData(0, +cv.dataset.top, cv.width, cv.height - cv.dataset.top).data, g = 0, r = 0, w = 0;"
+        "for (var p = 0; p < d.length; p += 4) { if (d[p] === 255 && d[p + 1] === 255 && d[p + 2] === 255) w++;"
+        " else if (d[p + 1] > d[p]) g++; else if (d[p] > d[p + 1]) r++; }"
+        "return [cv.width, cv.height, g, r, w, cv.dataset.rows, cv.dataset.drawMs];",
+    )
+    width, height, green, red, white, rows, draw_ms = drawn
+    assert int(rows) == 350 and width >= 2 * N_STEPS and height >= 350
+    assert green > 20_000 and red > 20_000 and white < width * height / 2, drawn
+    assert float(draw_ms) >= 0  # the page measures its own drawing (performance.now); not held to a time here
+    elements = js(driver, "return document.getElementsByTagName('*').length")
+    assert elements < 5000, f"{elements} elements: the grid must not be one element per cell"
+    assert js(driver, "return document.querySelectorAll('#grid canvas').length") == 1
+    assert js(driver, "return document.querySelectorAll('details.runs:not([open]) #runs').length") == 1  # folded
+    assert js(driver, "return document.querySelectorAll('#items th.run').length") == 8  # LIST_RUNS of 101 runs
+    note = js(driver, "return document.getElementById('grid-note').textContent")
+    assert "no training step" in note and "org/other" in note
+    assert grid_order(driver) == list(range(350))
+
+    choose(driver, "f-sort", "learned")
+    assert grid_order(driver) == sort_rows(grid, "learned") and grid_order(driver)[0] == KNOWN
+    first = js(driver, "return document.querySelector('#items tbody').dataset.id")
+    assert first == ids[KNOWN]
+    assert "learned at step 0" in js(driver, "return document.querySelector('#items tbody td.meta').textContent")
+    choose(driver, "f-sort", "forgotten")
+    assert grid_order(driver) == sort_rows(grid, "forgotten")
+    choose(driver, "f-category", 3)
+    in_cat = [n for n, c in enumerate(checkpoint_page["data"]["items"]["category"]) if c == 3]
+    assert grid_order(driver) == sort_rows(grid, "forgotten", in_cat) and int(
+        js(driver, "return document.getElementById('grid-canvas').dataset.rows")
+    ) == len(in_cat)
+    choose(driver, "f-sort", "learned")
+    assert grid_order(driver) == sort_rows(grid, "learned", in_cat)
+    assert (
+        js(driver, "return document.querySelector('#items tbody').dataset.id")
+        == ids[sort_rows(grid, "learned", in_cat)[0]]
+    )
+    choose(driver, "f-category", -1)
+    choose(driver, "f-sort", "file")
+    assert requests(driver) == [url]
+
+
+def test_a_grid_cell_shows_its_numbers_and_opens_its_item(driver, checkpoint_page):
+    open_page(driver, checkpoint_page["page"])
+    data, ids = checkpoint_page["data"], checkpoint_page["ids"]
+    grid = data["grid"]
+    row, col = 301, 77
+    run = data["runs"][grid["cols"][col]]
+    on_cell(driver, "mousemove", row, col)
+    tip = js(
+        driver,
+        "var t = document.getElementById('grid-tip'); return [t.hidden, t.dataset.row, t.dataset.col, t.textContent]",
+    )
+    assert tip[:3] == [False, str(row), str(col)]
+    word = "right" if run["correct"][row] else "wrong"
+    assert ids[row] in tip[3] and f"step {grid['steps'][col]}" in tip[3] and word in tip[3]
+    assert f"margin {run['margin'][row]:.4f}" in tip[3] and f"forgotten {grid['forgotten'][row]}" in tip[3]
+    context = open_data("bundled").dataset.items[row].context
+    assert context[:40] in tip[3]  # a page with the texts shows the item's context in the tooltip
+    on_cell(driver, "click", row, col)  # the list opens at the item, with that checkpoint among its columns
+    got = js(
+        driver,
+        "var b = document.querySelector('#items tbody.flash'); return [b.dataset.id,"
+        "Array.from(document.querySelectorAll('#items th.run')).map(t => t.dataset.run)]",
+    )
+    assert got[0] == ids[row] and run["tag"] in got[1] and len(got[1]) == 8
+    js(driver, "document.getElementById('grid-canvas').dispatchEvent(new MouseEvent('mouseleave'))")
+    assert js(driver, "return document.getElementById('grid-tip').hidden") is True
+
+
+def test_a_redacted_grid_tooltip_has_no_text(driver, tmp_path):
+    source = open_data("bundled")
+    reps = checkpoint_reports(source, [10, 20, 30], seed=8)
+    page = explore(reps, tmp_path / "out", redact=True)
+    open_page(driver, page)
+    on_cell(driver, "mousemove", 0, 1)
+    tip = js(
+        driver,
+        "var t = document.getElementById('grid-tip'); return [t.hidden, t.textContent, !!t.querySelector('.ctx')]",
+    )
+    item = source.dataset.items[0]
+    assert tip[0] is False and item.id in tip[1] and "step 20" in tip[1] and not tip[2]
+    assert item.context[:20] not in tip[1]
+    assert js(driver, "return document.getElementById('f-list-runs')") is None  # three runs: all in the list

@@ -8,8 +8,12 @@ Writes DIR/explore.html: one row per item (category, difficulty, context, the co
 the correct one marked) and, for each run, the chosen continuation, right or wrong, each choice's
 mean log-prob and the margin over the runner-up; filters by category, difficulty, runs that
 disagree, items that flip between two runs (with the counts `compare` gives for that pair), items
-every run misses, outcome and text; sorting by margin; paged. The page needs no network and opens
-from disk. In code:
+every run misses, outcome and text; sorting by margin; paged. With two runs or more labelled with
+a training step (the checkpoints of a training run: `--store URL --group G`), an item × step grid
+too: one row per item, one column per checkpoint in step order, each cell right (green) or wrong
+(red), darker the wider the margin; sorting by the step an item is learned at for good and by how
+often it is forgotten (results/steps_grid.py). The page needs no network and opens from disk. In
+code:
 
     from base_bench import explore
     path = explore(["runs/a", "runs/b"], "explore-out")              # Path of explore.html
@@ -90,9 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="base-bench explore",
         description="Write explore.html: the runs side by side, item by item (each choice's mean log-prob, "
         "the chosen continuation, the margin over the runner-up), with filters (category, difficulty, runs "
-        "that disagree, flips between two runs, items every run misses, text) and sorting by margin. One "
-        "self-contained file that opens from disk and makes no request. It shows the benchmark's items: "
-        "do not publish it.",
+        "that disagree, flips between two runs, items every run misses, text) and sorting by margin; for the "
+        "checkpoints of a training run (runs with a training step), an item × step grid, sortable by the step "
+        "each item is learned at and by how often it is forgotten. One self-contained file that opens from "
+        "disk and makes no request. It shows the benchmark's items: do not publish it.",
     )
     p.add_argument(
         "runs",

@@ -18,6 +18,12 @@ as its McNemar counts. Each run is named in the header as every view names runs
 (`reports_io.run_names`: group and step, else the shortest tail of its model spec that tells it
 apart), so that no two runs look alike.
 
+With two runs or more labelled with a training step (the checkpoints of a training run, e.g.
+`base-bench explore --store URL --group G`), the page also has an item × step grid: one row per
+item, one column per checkpoint in step order, each cell right or wrong and shaded by margin, with
+when each item was learned for good and how often it was forgotten (`steps_grid.build_grid`, as
+`page["grid"]`; None otherwise). The script draws it on one <canvas> from that compact data.
+
 Everything that comes from a report or a data file is text someone else wrote. In the static part of
 the page it goes through `html.escape`; the rest travels as JSON inside a
 `<script type="application/json">` block with `<`, `>`, `&`, U+2028 and U+2029 escaped (`script_json`),
@@ -41,6 +47,7 @@ from .checked import DATA_LABELS, data_kind
 from .paired import mcnemar_exact
 from .pairing import FLIP_KEYS, flips, pair_items, run_info
 from .reports_io import ReportError, backend_name, run_names
+from .steps_grid import build_grid
 
 PAGE_FILE = "explore.html"
 _GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")  # a canary tag
@@ -232,6 +239,7 @@ def build_page(reports: Sequence[dict], items: Sequence[Item], data_record: dict
         "runs": runs,
         "items": page_items,
         "pairs": [_pair(list(reports), i, j, where) for i in range(len(reports)) for j in range(i + 1, len(reports))],
+        "grid": build_grid(reports, runs),
     }
 
 
@@ -278,7 +286,7 @@ def _run_rows(page: dict) -> list[str]:
 def render_html(page: dict, canaries: Sequence[str]) -> str:
     """explore.html for `page` (build_page's dict); `canaries` are the canary strings of the data
     (the benchmark's, and any in the items' tags), written into the page."""
-    from .explore_assets import CSS, SCRIPT
+    from .explore_assets import CSS, LIST_RUNS, SCRIPT
 
     e = html.escape
     csp = (
@@ -289,6 +297,8 @@ def render_html(page: dict, canaries: Sequence[str]) -> str:
     d = page["data"]
     n_rows = len(page["items"]["id"])
     canary_text = " ".join(canaries)
+    n_runs = len(page["runs"])
+    many = n_runs > LIST_RUNS  # the checkpoints of a training run: the runs' table folds away
     body = [
         '<header id="top">',
         f"<h1>{e(title)}</h1>",
@@ -297,17 +307,20 @@ def render_html(page: dict, canaries: Sequence[str]) -> str:
         f'<p class="canary" id="canary">Canary: <code>{e(canary_text)}</code></p>',
         f'<p class="note">Data: {e(d["name"])}, SHA-256 <code>{e(d["sha256"])}</code>; {n_rows} item(s) '
         f"scored by at least one run, of {d['n_items_in_file']} in the file.</p>",
+        *([f'<details class="runs"><summary>the {n_runs} runs (R1–R{n_runs})</summary>'] if many else []),
         '<table class="runs" id="runs"><thead><tr><th>run</th><th>model</th><th>dtype</th><th>backend</th>'
         "<th>BOS</th><th>data</th><th>Overall Elo</th><th>95% CI</th><th>raw acc</th><th>items</th>"
         "<th>official</th></tr></thead><tbody>",
         *_run_rows(page),
         "</tbody></table>",
+        *(["</details>"] if many else []),
         "</header>",
         '<noscript><p class="terms">The item table needs JavaScript (the script is inline; the page '
         "makes no request).</p></noscript>",
         '<section id="controls" aria-label="filters"></section>',
         '<section id="pairinfo" aria-live="polite"></section>',
         '<div id="status" aria-live="polite"></div>',
+        *(['<section id="grid" aria-label="items by checkpoint"></section>'] if page.get("grid") else []),
         '<div id="pager-top" class="pager"></div>',
         '<table class="items" id="items"></table>',
         '<div id="pager-bottom" class="pager"></div>',

@@ -5,7 +5,14 @@ filters, sorts and pages it: every number it shows is one of that block's. It bu
 with `document.createElement` and puts text in with `textContent` (or an attribute set through the
 DOM), never through `innerHTML`, so no text from a report or a data file can become markup. It
 makes no request: no fetch, no image, no font; the page's Content-Security-Policy would block one
-anyway. Rows are paged (25 to 500 a page), so a data file of ten thousand items stays quick.
+anyway. Rows are paged (25 to 500 a page), so a data file of ten thousand items stays quick; with
+more than LIST_RUNS runs the list shows eight of them at a time (spread over all, or eight in a row).
+
+With a grid (`page["grid"]`, two checkpoints or more) the script draws it on one <canvas>: the rows
+that match the filters, in the list's order, one column per checkpoint, each cell one of the page's
+cell codes (steps_grid.cell_code) coloured from GRID_COLOURS. Hovering on a cell shows its item,
+step, outcome and margin in one tooltip; clicking it opens that item in the list. However many
+items and checkpoints, the grid is a handful of elements.
 """
 
 CSS = """
@@ -55,16 +62,46 @@ table.items td.lp.chosen{font-weight:700;background:#fff6cc}
 table.items td.lp.chosen.right{background:#d5f0d5}
 table.items td.lp.chosen.wrong{background:#f6d5d5}
 .muted{color:#888}
+details.runs{margin:.8em 0}
+details.runs summary{cursor:pointer;font-weight:600}
+#grid{margin:.6em 0 1em}
+#grid h2{font-size:1.1em;margin:.2em 0 .3em}
+#grid .legend{display:flex;flex-wrap:wrap;gap:.2em .9em;align-items:center;font-size:12px;color:#333;margin:.3em 0}
+#grid .sw{display:inline-block;width:11px;height:11px;margin-right:1px;vertical-align:-1px;border:1px solid #0001}
+#grid .gridwrap{max-height:70vh;overflow:auto;border:1px solid #dde;background:#fff;display:inline-block;max-width:100%}
+#grid canvas{display:block;cursor:crosshair}
+#grid-tip{position:fixed;z-index:5;background:#222;color:#fff;font-size:12px;padding:4px 7px;border-radius:3px;
+ max-width:32em;pointer-events:none;overflow-wrap:anywhere}
+#grid-tip[hidden]{display:none}
+#grid-tip .ctx{color:#ccc;white-space:pre-wrap}
+table.items td.meta .steps{color:#555}
+table.items tbody.flash td.meta{background:#fff2a8}
 """.strip()
+
+LIST_RUNS = 8  # with more runs, the list shows this many at a time (the script's LIST_RUNS)
 
 SCRIPT = r"""
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("bb-data").textContent);
-  var I = D.items, R = D.runs, N = I.id.length;
+  var I = D.items, R = D.runs, N = I.id.length, G = D.grid || null;
   var LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  var LIST_RUNS = 8, MANY = R.length > LIST_RUNS;
   var S = {cat: -1, diff: -1, disagree: false, allWrong: false, flipA: 0, flipB: R.length > 1 ? 1 : 0,
-           flip: "off", oRun: 0, outcome: "any", q: "", sort: "file", page: 0, size: 50};
+           flip: "off", oRun: 0, outcome: "any", q: "", sort: "file", page: 0, size: MANY ? 25 : 50,
+           listRuns: spread()};
+
+  function spread() {  // LIST_RUNS runs from the first to the last (every run when there are few)
+    if (!MANY) return R.map(function (r, k) { return k; });
+    var out = [];
+    for (var j = 0; j < LIST_RUNS; j++) out.push(Math.round(j * (R.length - 1) / (LIST_RUNS - 1)));
+    return out;
+  }
+  function windowOf(k) {  // the LIST_RUNS runs in a row that hold run k
+    var start = Math.min(k - k % LIST_RUNS, R.length - LIST_RUNS), out = [];
+    for (var j = 0; j < LIST_RUNS; j++) out.push(start + j);
+    return out;
+  }
 
   function el(tag, cls, text) {
     var e = document.createElement(tag);
@@ -143,6 +180,14 @@ SCRIPT = r"""
         if (b === null) return -1;
         return a === b ? x - y : sign * (a - b);
       });
+    } else if (S.sort === "learned" && G) {
+      var never = G.steps.length;  // never learned: after every column
+      out.sort(function (x, y) {
+        var a = G.learned[x] === null ? never : G.learned[x], b = G.learned[y] === null ? never : G.learned[y];
+        return a === b ? x - y : a - b;
+      });
+    } else if (S.sort === "forgotten" && G) {
+      out.sort(function (x, y) { return G.forgotten[x] === G.forgotten[y] ? x - y : G.forgotten[y] - G.forgotten[x]; });
     } else if (S.sort === "elo-desc" || S.sort === "elo-asc") {
       var s2 = S.sort === "elo-asc" ? 1 : -1;
       out.sort(function (x, y) { return I.item_elo[x] === I.item_elo[y] ? x - y : s2 * (I.item_elo[x] - I.item_elo[y]); });
@@ -185,6 +230,10 @@ SCRIPT = r"""
     function (v) { S.outcome = v; }));
   controls.appendChild(fo);
   var sorts = [["file", "data file order"], ["elo-desc", "item Elo, highest first"], ["elo-asc", "item Elo, lowest first"]];
+  if (G) {
+    sorts.push(["learned", "learned at step, earliest first"]);
+    sorts.push(["forgotten", "times forgotten, most first"]);
+  }
   R.forEach(function (r, k) {
     sorts.push(["margin-asc:" + k, r.tag + " margin, closest first"]);
     sorts.push(["margin-desc:" + k, r.tag + " margin, widest first"]);
@@ -200,8 +249,18 @@ SCRIPT = r"""
   controls.appendChild(labelled("search", search));
   var size = select("f-size", [[25, "25"], [50, "50"], [100, "100"], [250, "250"], [500, "500"]],
     function (v) { S.size = +v; });
-  size.value = "50";
+  size.value = String(S.size);
   controls.appendChild(labelled("per page", size));
+  if (MANY) {
+    var wins = [["spread", LIST_RUNS + " runs from " + R[0].tag + " to " + R[R.length - 1].tag]];
+    for (var w = 0; w < R.length; w += LIST_RUNS) {
+      var win = windowOf(w);
+      wins.push(["w" + win[0], R[win[0]].tag + "\u2013" + R[win[LIST_RUNS - 1]].tag]);
+    }
+    controls.appendChild(labelled("runs in the list", select("f-list-runs", wins, function (v) {
+      S.listRuns = v === "spread" ? spread() : windowOf(+v.slice(1));
+    })));
+  }
 
   // ------------------------------------------------------------ the table
   var table = document.getElementById("items");
@@ -209,14 +268,14 @@ SCRIPT = r"""
     var thead = el("thead"), tr = el("tr");
     tr.appendChild(el("th", "meta", "item"));
     tr.appendChild(el("th", "text", D.redacted ? "continuations (texts left out)" : "context and continuations"));
-    R.forEach(function (r, k) {
-      var th = el("th", "run"); th.appendChild(el("div", "tag", r.tag));
+    S.listRuns.forEach(function (k) {
+      var r = R[k], th = el("th", "run"); th.appendChild(el("div", "tag", r.tag));
       th.appendChild(el("div", "name", r.name + " · " + r.backend)); th.title = runName(k) + " · " + r.dtype + " · " + r.backend + " · " + r.bos;
       th.dataset.run = r.tag; tr.appendChild(th);
     });
     thead.appendChild(tr); return thead;
   }
-  table.appendChild(head());
+  var shownRuns = null;  // the runs the table's head was made for
 
   function itemBody(i) {
     var tb = el("tbody", "item"), n = I.n_choices[i], label = I.label[i];
@@ -228,10 +287,14 @@ SCRIPT = r"""
     meta.appendChild(el("div", "diff", D.difficulties[I.difficulty[i]] + " · item Elo " + I.item_elo[i]));
     if (I.tags && I.tags[i].length) meta.appendChild(el("div", "muted tags", "tags: " + I.tags[i].join(", ")));
     if (I.disagree[i]) meta.appendChild(el("div", "muted", "runs disagree"));
+    if (G) {
+      meta.appendChild(el("div", "steps learned", learnedText(i)));
+      meta.appendChild(el("div", "steps forgotten", "forgotten " + G.forgotten[i] + "\u00d7"));
+    }
     tr.appendChild(meta);
     tr.appendChild(el("td", "ctx", I.context ? I.context[i] : "(context left out)"));
-    R.forEach(function (r) {
-      var c = r.correct[i], td = el("td", "sum " + (c === null ? "none" : c ? "right" : "wrong"));
+    S.listRuns.forEach(function (k) {
+      var r = R[k], c = r.correct[i], td = el("td", "sum " + (c === null ? "none" : c ? "right" : "wrong"));
       td.dataset.run = r.tag;
       if (c === null) { td.textContent = "not scored"; }
       else {
@@ -252,8 +315,8 @@ SCRIPT = r"""
       cont.appendChild(document.createTextNode(I.continuations ? I.continuations[i][j] : "(text left out)"));
       if (j === label) cont.appendChild(el("span", "badge ok", "\u2713 correct"));
       row.appendChild(cont);
-      R.forEach(function (r) {
-        var td = el("td", "lp");
+      S.listRuns.forEach(function (k) {
+        var r = R[k], td = el("td", "lp");
         td.dataset.run = r.tag;
         if (r.mean[i] === null) { td.textContent = r.correct[i] === null ? "" : "n/a"; }
         else {
@@ -300,8 +363,169 @@ SCRIPT = r"""
     box.appendChild(s);
   }
 
+  // ------------------------------------------------------------ the item x step grid
+  // colours of the cell codes (steps_grid.cell_code): 0 not scored; 1-4 right, 5-8 wrong, the wider
+  // the margin the darker; 9 scored without per-choice numbers
+  var GRID_COLOURS = ["#e4e4e4", "#c9ebc9", "#8fd18f", "#3fa34d", "#1b6e2a",
+                      "#f7cccc", "#ee9191", "#d64545", "#9c1c1c", "#b9b9b9"];
+  var GRID_TOP = 18, GRID_GAP = 6, GRID_BAR = 40;
+  function learnedText(i) {
+    return G.learned[i] === null ? "never learned" : "learned at step " + G.steps[G.learned[i]];
+  }
+  function stepText(n) {
+    if (n < 10000) return String(n);
+    if (n < 1e6) return (n % 1000 ? (n / 1e3).toFixed(1) : String(n / 1e3)) + "k";
+    return Number((n / 1e6).toPrecision(3)) + "M";
+  }
+  var grid = null;  // {canvas, ctx, tip, rows, cw, rh, key}
+  function gridSection() {
+    var box = document.getElementById("grid");
+    box.appendChild(el("h2", null, "Items \u00d7 checkpoints"));
+    var nc = G.cols.length;
+    box.appendChild(el("p", "note", "One row per item that matches the filters, in the list's order; one column per " +
+      "checkpoint (" + nc + " runs with a training step, step " + G.steps[0] + " to " + G.steps[nc - 1] + "). " +
+      "Green: right, red: wrong, darker the wider the margin over the runner-up; the bar on the right: times " +
+      "forgotten. Sort by \u201clearned at step\u201d or \u201ctimes forgotten\u201d above. Hover on a cell for its " +
+      "numbers, click it to open the item in the list."));
+    var legend = el("div", "legend"), edges = G.margin_edges;
+    function swatch(code, text) {
+      var s = el("span"), sw = el("span", "sw"); sw.style.backgroundColor = GRID_COLOURS[code];
+      s.appendChild(sw); s.appendChild(document.createTextNode(" " + text)); legend.appendChild(s);
+    }
+    var bands = ["< " + edges[0], edges[0] + "\u2013" + edges[1], edges[1] + "\u2013" + edges[2], "\u2265 " + edges[2]];
+    var right = el("span"), wrong = el("span");
+    for (var b = 0; b < 4; b++) { var sr = el("span", "sw"); sr.style.backgroundColor = GRID_COLOURS[1 + b]; right.appendChild(sr); }
+    for (b = 0; b < 4; b++) { var sg = el("span", "sw"); sg.style.backgroundColor = GRID_COLOURS[5 + b]; wrong.appendChild(sg); }
+    right.appendChild(document.createTextNode(" right")); wrong.appendChild(document.createTextNode(" wrong"));
+    legend.appendChild(right); legend.appendChild(wrong);
+    legend.appendChild(el("span", null, "margin bands (mean log-prob): " + bands.join(", ")));
+    swatch(0, "not scored");
+    if (G.cells.some(function (c) { return c.indexOf("9") >= 0; })) swatch(9, "no margin");
+    box.appendChild(legend);
+    var notes = [];
+    if (G.left_out.length) {
+      notes.push("Left out of the grid (no training step): " +
+        G.left_out.map(function (k) { return runName(k); }).join(", ") + ".");
+    }
+    if (G.groups.length > 1) notes.push("The checkpoints come from " + G.groups.length + " groups (" +
+      G.groups.join(", ") + "), put in one order by step.");
+    if (notes.length) { var n = el("p", "note", notes.join(" ")); n.id = "grid-note"; box.appendChild(n); }
+    var wrap = el("div", "gridwrap"), canvas = el("canvas"); canvas.id = "grid-canvas";
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", "items by checkpoint: right or wrong, shaded by margin");
+    wrap.appendChild(canvas); box.appendChild(wrap);
+    var tip = el("div"); tip.id = "grid-tip"; tip.hidden = true; document.body.appendChild(tip);
+    grid = {canvas: canvas, ctx: canvas.getContext("2d"), tip: tip, wrap: wrap, rows: [], cw: 1, rh: 1, key: null};
+    canvas.addEventListener("mousemove", function (ev) { hover(ev.clientX, ev.clientY); });
+    canvas.addEventListener("mouseleave", function () { tip.hidden = true; });
+    canvas.addEventListener("click", function (ev) {
+      var at = cellAt(ev.clientX, ev.clientY);
+      if (at) openItem(at.row, G.cols[at.col]);
+    });
+    var resized = null;
+    window.addEventListener("resize", function () {
+      clearTimeout(resized);
+      resized = setTimeout(function () { grid.key = null; drawGrid(grid.rows); }, 150);
+    });
+  }
+  function cellAt(x, y) {
+    var rect = grid.canvas.getBoundingClientRect();
+    var c = Math.floor((x - rect.left) / grid.cw), r = Math.floor((y - rect.top - GRID_TOP) / grid.rh);
+    if (y - rect.top < GRID_TOP || c < 0 || c >= G.cols.length || r < 0 || r >= grid.rows.length) return null;
+    return {row: grid.rows[r], col: c};
+  }
+  function hover(x, y) {
+    var at = cellAt(x, y), tip = grid.tip;
+    if (!at) { tip.hidden = true; return; }
+    var i = at.row, k = G.cols[at.col], r = R[k], c = r.correct[i];
+    while (tip.firstChild) tip.removeChild(tip.firstChild);
+    tip.appendChild(el("div", "id", I.id[i] + " \u00b7 " + D.categories[I.category[i]] + " \u00b7 " +
+      D.difficulties[I.difficulty[i]]));
+    tip.appendChild(el("div", null, "step " + G.steps[at.col] + " (" + runName(k) + ")"));
+    tip.appendChild(el("div", "outcome", c === null ? "not scored" : (c ? "\u2713 right" : "\u2717 wrong") +
+      ", chose " + LETTERS[r.pred[i]] + ", margin " + (r.margin[i] === null ? "n/a" : fixed(r.margin[i], 4))));
+    tip.appendChild(el("div", null, learnedText(i) + "; forgotten " + G.forgotten[i] + "\u00d7"));
+    if (I.context) tip.appendChild(el("div", "ctx", I.context[i].length > 160 ? I.context[i].slice(0, 160) + "\u2026" : I.context[i]));
+    tip.dataset.row = String(i); tip.dataset.col = String(at.col);
+    tip.hidden = false;
+    tip.style.left = Math.min(x + 14, window.innerWidth - tip.offsetWidth - 8) + "px";
+    tip.style.top = Math.min(y + 14, window.innerHeight - tip.offsetHeight - 8) + "px";
+  }
+  function openItem(i, k) {  // the list's page that holds item i, with run k among its columns
+    if (S.listRuns.indexOf(k) < 0) {
+      S.listRuns = windowOf(k);
+      document.getElementById("f-list-runs").value = "w" + S.listRuns[0];
+    }
+    var rows = visible(), pos = rows.indexOf(i);
+    if (pos < 0) return;
+    S.page = Math.floor(pos / S.size);
+    update();
+    var tb = table.querySelector('tbody[data-row="' + i + '"]');
+    if (tb) { tb.classList.add("flash"); tb.scrollIntoView({block: "start"}); }
+  }
+  function drawGrid(rows) {
+    var key = [S.cat, S.diff, S.disagree, S.allWrong, S.flip, S.flipA, S.flipB, S.oRun, S.outcome, S.q, S.sort].join("|");
+    if (grid.key === key) return;
+    var t0 = performance.now(), nc = G.cols.length, nr = rows.length;
+    var avail = Math.max(240, document.getElementById("grid").clientWidth - 24);
+    var cw = Math.max(2, Math.min(32, Math.floor((avail - GRID_GAP - GRID_BAR) / nc)));
+    var rh = nr <= 60 ? 10 : nr <= 200 ? 6 : nr <= 800 ? 4 : nr <= 3000 ? 2 : 1;
+    var w = nc * cw, h = Math.max(1, nr * rh), W = w + GRID_GAP + GRID_BAR;
+    var canvas = grid.canvas, ctx = grid.ctx;
+    canvas.width = W; canvas.height = GRID_TOP + h;
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, GRID_TOP + h);
+    var rgb = GRID_COLOURS.map(function (c) { return [parseInt(c.slice(1, 3), 16), parseInt(c.slice(3, 5), 16), parseInt(c.slice(5, 7), 16)]; });
+    var img = ctx.createImageData(w, h), px = img.data, line = w * 4;
+    var gapX = cw >= 5 ? 1 : 0, gapY = rh >= 6 ? 1 : 0;
+    for (var r = 0; r < nr; r++) {
+      var cells = G.cells[rows[r]], o = r * rh * line;
+      for (var c = 0; c < nc; c++) {
+        var col = rgb[cells.charCodeAt(c) - 48];
+        for (var x = 0; x < cw; x++) {
+          var p = o + (c * cw + x) * 4, blank = x >= cw - gapX;
+          px[p] = blank ? 255 : col[0]; px[p + 1] = blank ? 255 : col[1]; px[p + 2] = blank ? 255 : col[2]; px[p + 3] = 255;
+        }
+      }
+      for (var y = 1; y < rh; y++) {
+        if (y >= rh - gapY) { px.fill(255, o + y * line, o + (y + 1) * line); }
+        else px.copyWithin(o + y * line, o, o + line);
+      }
+    }
+    if (nr) ctx.putImageData(img, 0, GRID_TOP);
+    var most = 0;
+    rows.forEach(function (i) { if (G.forgotten[i] > most) most = G.forgotten[i]; });
+    ctx.fillStyle = "#7a5aa6";
+    for (r = 0; r < nr; r++) {
+      var f = G.forgotten[rows[r]];
+      if (f) ctx.fillRect(w + GRID_GAP, GRID_TOP + r * rh, Math.max(1, Math.round(GRID_BAR * f / most)), Math.max(1, rh - gapY));
+    }
+    ctx.fillStyle = "#333"; ctx.font = "10px system-ui, sans-serif"; ctx.textBaseline = "top";
+    var every = Math.max(1, Math.ceil(44 / cw)), lastEnd = -1;
+    for (c = 0; c < nc; c += every) {
+      var label = stepText(G.steps[c]), tw = ctx.measureText(label).width;
+      if (c * cw <= lastEnd || c * cw + tw > w + GRID_GAP + GRID_BAR) continue;
+      ctx.fillText(label, c * cw, 3); lastEnd = c * cw + tw + 4;
+      ctx.fillRect(c * cw, GRID_TOP - 3, 1, 3);
+    }
+    ctx.fillText("forgot", w + GRID_GAP, 3);
+    grid.rows = rows; grid.cw = cw; grid.rh = rh; grid.key = key;
+    canvas.dataset.rows = String(nr);
+    canvas.dataset.order = rows.join(",");
+    canvas.dataset.cell = cw + "x" + rh;
+    canvas.dataset.top = String(GRID_TOP);
+    canvas.dataset.drawMs = (performance.now() - t0).toFixed(1);
+  }
+  if (G) gridSection();
+
   function update() {
     var rows = visible(), pages = Math.max(1, Math.ceil(rows.length / S.size));
+    if (shownRuns !== S.listRuns.join(",")) {
+      var old = table.querySelector("thead");
+      if (old) table.removeChild(old);
+      table.insertBefore(head(), table.firstChild);
+      shownRuns = S.listRuns.join(",");
+    }
+    if (G) drawGrid(rows);
     if (S.page >= pages) S.page = pages - 1;
     var start = S.page * S.size, shown = rows.slice(start, start + S.size);
     var bodies = table.querySelectorAll("tbody");
