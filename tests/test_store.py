@@ -482,25 +482,28 @@ def test_a_store_of_a_newer_schema_is_refused_for_reading_and_writing(store_url,
 
 
 def test_an_older_store_is_refused_until_upgrade_applies_the_migration(store_url, tmp_path, capsys, monkeypatch):
-    ingest(capsys, store_url, write_scored(tmp_path / "a", made(52)))  # a version-1 store
+    ingest(capsys, store_url, write_scored(tmp_path / "a", made(52)))  # a store at this version
+    now = schema.SCHEMA_VERSION
 
     def add_note(conn):
         conn.execute(sa.text("ALTER TABLE runs ADD COLUMN note TEXT"))
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: add_note})
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", now + 1)
+    monkeypatch.setattr(schema, "MIGRATIONS", {**schema.MIGRATIONS, now: add_note})
     one_line(*cli(capsys, "list", "--store", store_url), "older", "store upgrade")
     write_scored(tmp_path / "b", made(53, spec="org/other"))
     one_line(*cli(capsys, "ingest", tmp_path / "b", "--store", store_url, "--jobs", "1"), "older", "store upgrade")
     db = open_store(store_url)
     try:
-        assert schema.upgrade(db) == (1, 2)
-        assert schema.upgrade(db) == (2, 2)
+        assert schema.upgrade(db) == (now, now + 1)
+        assert schema.upgrade(db) == (now + 1, now + 1)
     finally:
         db.dispose()
     with engine_for(store_url) as conn:
         assert "note" in {c["name"] for c in sa.inspect(conn).get_columns("runs")}
-        assert conn.execute(sa.text("SELECT value FROM meta WHERE name = 'schema_version'")).scalar_one() == "2"
+        assert conn.execute(sa.text("SELECT value FROM meta WHERE name = 'schema_version'")).scalar_one() == str(
+            now + 1
+        )
         assert conn.execute(sa.text("SELECT COUNT(note) FROM runs")).scalar_one() == 0
     (r,) = listed(capsys, store_url)
     assert r["key"] == run_key(made(52))
@@ -510,22 +513,26 @@ def test_an_older_store_is_refused_until_upgrade_applies_the_migration(store_url
 
 def test_a_missing_migration_is_said_in_one_line(store_url, tmp_path, capsys, monkeypatch):
     ingest(capsys, store_url, write_scored(tmp_path / "a", made(54)))
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", schema.SCHEMA_VERSION + 1)
     monkeypatch.setattr(schema, "MIGRATIONS", {})
-    one_line(*cli(capsys, "upgrade", "--store", store_url), "no migration from schema version 1")
+    one_line(
+        *cli(capsys, "upgrade", "--store", store_url), f"no migration from schema version {schema.SCHEMA_VERSION - 1}"
+    )
     monkeypatch.undo()
     assert counts(store_url)["runs"] == 1 and listed(capsys, store_url)
 
 
 def test_store_upgrade_makes_an_empty_database_a_store(store_url, capsys):
     rc, out, err = cli(capsys, "upgrade", "--store", store_url)
-    assert rc == 0 and err == "" and "made a store at schema version 1" in out, (rc, out, err)
+    assert rc == 0 and err == "" and f"made a store at schema version {schema.SCHEMA_VERSION}" in out, (rc, out, err)
     n = counts(store_url)
     assert n == {"runs": 0, "tags": 0, "categories": 0, "items": 0, "choices": 0, "reports": 0, "meta": 1}
     with engine_for(store_url) as conn:
-        assert conn.execute(sa.text("SELECT value FROM meta WHERE name = 'schema_version'")).scalar_one() == "1"
+        assert conn.execute(sa.text("SELECT value FROM meta WHERE name = 'schema_version'")).scalar_one() == str(
+            schema.SCHEMA_VERSION
+        )
     rc, out, err = cli(capsys, "upgrade", "--store", store_url)
-    assert rc == 0 and "at schema version 1 already" in out
+    assert rc == 0 and f"at schema version {schema.SCHEMA_VERSION} already" in out
 
 
 # ---------------------------------------------------------------- errors without secrets

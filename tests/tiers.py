@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(config, items):
 
 # The session fixtures that one worker must hold for every test that uses them, whatever its module:
 # the vLLM server takes two minutes and a few GiB to start. A module that names one is in its group.
-SHARED_SESSION = ("vllm_server",)
+SHARED_SESSION = ("vllm_server", "ray_cluster")
 
 
 def group_of(nodeid, root):

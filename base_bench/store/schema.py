@@ -20,6 +20,12 @@ The tables, one row each per:
     choices   continuation of an item of a run: summed log-prob, tokens, mean log-prob, and its length
               in characters and UTF-8 bytes (None where the report did not hold them)
     reports   run: its report.json as it was ingested, zlib-compressed (`store export` writes it back)
+    sweeps    sweep (`base-bench sweep`, one per group): its out-dir, the run flags every member
+              takes, whether it is watching a training run for new checkpoints, and --until-step
+    jobs      member of a sweep: its model and revision, name, out-dir, step and tokens; the queue's
+              state (waiting, running, done, failed, skipped), attempts, the worker that holds it
+              and its last heartbeat (the lease), the last error's class and line, and once it ran,
+              its run signature and run key (sweep/queue.py)
 
 SCHEMA_VERSION is what this base-bench writes and reads. A store with no tables is made at that
 version by the first write. A store at an older version is brought forward by `upgrade`, which
@@ -55,7 +61,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import StoreError
 from .connect import Store, failure
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 ADVISORY_LOCK = 0x0BA5EBE0C  # PostgreSQL advisory lock held while the schema is made or migrated
 KEY = String(64)  # a SHA-256 in hex
 
@@ -159,9 +165,55 @@ reports = Table(
 
 CHILDREN = (tags, categories, items, choices, reports)
 
-# MIGRATIONS[v](conn) brings a store at version v to v + 1 (within one transaction). Version 1 is the
-# first; a later base-bench adds its migrations here and raises SCHEMA_VERSION.
-MIGRATIONS: dict[int, Callable] = {}
+sweeps = Table(
+    "sweeps",
+    metadata,
+    Column("group_name", String(200), primary_key=True),
+    Column("out_dir", Text, nullable=False),
+    Column("flags", Text, nullable=False),  # JSON: the run flags every member takes
+    Column("flags_sha256", KEY, nullable=False),
+    Column("watching", Boolean, nullable=False),  # a `--watch` may still add members
+    Column("until_step", BigInteger),
+    Column("created_at", String(40), nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", KEY, nullable=False, unique=True),  # group + model + revision + run flags, hashed
+    Column("group_name", String(200), ForeignKey("sweeps.group_name", ondelete="CASCADE"), nullable=False, index=True),
+    Column("model", Text, nullable=False),  # as the run's --model takes it (an absolute path for a local one)
+    Column("revision", Text),
+    Column("name", Text, nullable=False),  # the member's folder under the sweep's out-dir
+    Column("out_dir", Text, nullable=False),
+    Column("step", BigInteger),
+    Column("tokens", BigInteger),
+    Column("state", String(16), nullable=False, index=True),  # waiting running done failed skipped
+    Column("attempts", Integer, nullable=False),  # claims so far
+    Column("worker", Text),  # who holds it (running) or last held it
+    Column("host", Text),  # the worker's host (hostname and boot id): where its process can be seen
+    Column("pid", Integer),
+    Column("pid_started", String(32)),  # the process's start time on its host (a reused pid is not it)
+    Column("heartbeat", Float),  # seconds since the epoch, by the worker's clock
+    Column("error_class", String(64)),
+    Column("error", Text),  # the last error's line
+    Column("note", Text),
+    Column("signature_sha256", KEY),
+    Column("run_key", KEY),
+    Column("queued_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("finished_at", Float),
+)
+
+
+def _add_sweeps(conn) -> None:
+    metadata.create_all(conn, tables=[sweeps, jobs])
+
+
+# MIGRATIONS[v](conn) brings a store at version v to v + 1 (within one transaction). A later
+# base-bench adds its migrations here and raises SCHEMA_VERSION.
+MIGRATIONS: dict[int, Callable] = {1: _add_sweeps}  # 2: the sweep tables
 
 
 def version(conn) -> int:

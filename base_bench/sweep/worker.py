@@ -1,0 +1,347 @@
+"""THE worker loop of a sweep, the same on every engine: claim a member, run it, record the outcome.
+
+    stats = work(Config(store="sqlite:///sweep/results.db", group="pretrain-7"))
+    python -m base_bench.sweep.worker '{"store": ..., "group": ...}'     # what --engine local starts
+
+`work` runs until the group has nothing left (no member waiting or running, and no `--watch` adding
+more), or until SIGTERM/SIGINT (or Slurm's preemption), which leave the member being scored
+resumable and put it back in the queue. For each member it claims:
+
+1. the member's run flags are the sweep's (stored with it) with the member's model, revision, folder,
+   group, step and tokens, and --resume: a member whose worker died continues its partial results;
+2. `loading.run` loads the model and scores it exactly as `base-bench --model ...` would, writing
+   the four run files and the run's row in the store;
+3. the job is marked done with its run key and signature; a failure is recorded with its error class
+   and line and the member waits for another attempt (up to --max-attempts), while the others go on.
+   A checkpoint that a training run deleted before it was scored is skipped with a note.
+
+While a member is scored, a thread renews the lease (a heartbeat every lease_timeout / 4 s), the
+next member's weight files are read into the page cache (`loading.prefetch`), and the sweep's pages
+(trajectory, leaderboard) are rendered from the store by another thread after each member, so the
+next member does not wait for them. The process keeps Python, torch and the tokenizer loaded for
+all members (`loading` reuses a tokenizer whose files are byte-identical).
+
+The store URL's password never appears in the config (which submitit writes to disk): it is read
+from $BASE_BENCH_STORE_PASSWORD, which the engine sets in the worker's environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from importlib import import_module
+from pathlib import Path
+
+from ..errors import BaseBenchError
+from . import queue
+
+PASSWORD_ENV = "BASE_BENCH_STORE_PASSWORD"
+log = logging.getLogger("base_bench.sweep")
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a worker needs: the store (without its password) and group; the lease and attempts; the
+    page renderer ("module:function", called with (store URL, group, out-dir)); a --device for this
+    worker's members in place of the sweep's; where to leave its stats; a name prefix."""
+
+    store: str
+    group: str
+    lease_timeout: float = 120.0
+    max_attempts: int = 3
+    poll_s: float = 2.0
+    pages: str | None = None
+    device: str | None = None
+    stats_dir: str | None = None
+    name: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        return cls(**json.loads(text))
+
+
+class Stopped(BaseException):
+    """SIGTERM or SIGINT arrived: the member being scored is left resumable and waits again."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def with_password(url: str, password: str | None) -> str:
+    if not password:
+        return url
+    from sqlalchemy.engine import make_url
+
+    from ..redact import register
+
+    register(password)
+    return make_url(url).set(password=password).render_as_string(hide_password=False)
+
+
+def without_password(url: str) -> tuple[str, str | None]:
+    """(the URL with no password, its password or None): the password travels in the environment."""
+    from ..store.connect import _POSTGRES
+
+    if not _POSTGRES.match(url.strip()):
+        return url, None
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(_POSTGRES.sub("postgresql+psycopg://", url.strip(), count=1))
+    if not parsed.password:
+        return url, None
+    return parsed._replace(password=None).render_as_string(hide_password=False), parsed.password
+
+
+@dataclass
+class Stats:
+    """What a worker did, written to its stats file at the end (bench/sweep.py reads it)."""
+
+    worker: str
+    members: int = 0
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    loads: int = 0
+    tokenizer_loads: int = 0
+    run_s: list = field(default_factory=list)  # each member's loading.run: load, scoring, run files, store row
+    member_s: list = field(default_factory=list)  # each member from claim to recorded outcome
+    load_s: list = field(default_factory=list)  # each member's model load (its report's timing.model_load_s)
+    scoring_s: list = field(default_factory=list)  # and its scoring (timing.scoring_s)
+    idle_s: float = 0.0
+
+    def overhead_s(self) -> list:
+        """Each member's time beyond its model load and scoring: the claim, the data, the checks,
+        the report files, the store row, the queue's record (the pages render in another thread)."""
+        return [round(m - a - b, 4) for m, a, b in zip(self.member_s, self.load_s, self.scoring_s)]
+
+
+class Pages:
+    """Renders the sweep's pages in a thread after each member; `close()` renders a last time."""
+
+    def __init__(self, config: Config, url: str, out_dir: str | None):
+        self.fn = None
+        if config.pages and out_dir:
+            module, _, name = config.pages.partition(":")
+            self.fn = getattr(import_module(module), name)
+        self.url, self.group, self.out_dir = url, config.group, out_dir
+        self.wanted = threading.Event()
+        self.closing = False
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="sweep-pages") if self.fn else None
+        if self.thread:
+            self.thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            self.wanted.wait()
+            self.wanted.clear()
+            try:
+                self.fn(self.url, self.group, self.out_dir)
+            except Exception as exc:  # noqa: BLE001  (pages are a view: a failure never stops the sweep)
+                log.warning("the sweep's pages were not rendered: %s", queue.error_line(exc))
+            if self.closing and not self.wanted.is_set():
+                return
+
+    def want(self) -> None:
+        if self.thread:
+            self.wanted.set()
+
+    def close(self) -> None:
+        if self.thread and self.thread.is_alive():
+            self.closing = True
+            self.wanted.set()
+            self.thread.join(timeout=120)
+
+
+class Heartbeat:
+    """Renews the lease on a job while it is scored."""
+
+    def __init__(self, db, job: queue.Job, me: queue.Worker, every: float):
+        self.db, self.job, self.me, self.every = db, job, me, every
+        self.stop = threading.Event()
+        self.lost = False
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="sweep-heartbeat")
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                if not queue.beat(self.db, self.job, self.me):
+                    self.lost = True
+                    log.warning("%s: the lease was taken over by another worker", self.job.name)
+                    return
+            except BaseBenchError as exc:  # the store is briefly unreachable: try again next beat
+                log.warning("heartbeat: %s", exc)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+
+
+def member_args(flags: dict, job: queue.Job, url: str, device: str | None) -> argparse.Namespace:
+    """The run flags of one member: the sweep's, with the member's model, revision, folder and labels."""
+    args = argparse.Namespace(**flags)
+    if args.data_spec not in ("bundled", "hub"):
+        args.data_spec = Path(args.data_spec)  # a path, which JSON held as text
+    args.model = job.model
+    if job.revision:
+        args.revision = job.revision
+    args.out_dir = job.out_dir
+    args.resume = True
+    args.store = url
+    args.group = job.group
+    args.step = job.step
+    args.tokens = job.tokens
+    if device:
+        args.device = device
+    return args
+
+
+def _deleted(job: queue.Job) -> bool:
+    return job.model.startswith("/") and not os.path.lexists(job.model)
+
+
+def _stop_on_signals() -> dict:
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(s) is not signal.SIG_IGN:
+                old[s] = signal.signal(s, stop)
+    return old
+
+
+def work(config: Config, password: str | None = None, signals: bool = True) -> Stats:
+    """Claim and run members of config.group until there is nothing left to do (or a signal). The
+    store's password is `password`, else $BASE_BENCH_STORE_PASSWORD. With `signals`, SIGTERM and SIGINT
+    stop it (the member being scored waits again, resumable); a Slurm task keeps submitit's own
+    handlers instead (preemption requeues the task; SystemExit unwinds the member the same way)."""
+    from .. import loading
+    from ..store import open_store
+
+    url = with_password(config.store, os.environ.get(PASSWORD_ENV) if password is None else password)
+    db = open_store(url)
+    me = queue.Worker.here(config.name)
+    stats = Stats(me.name)
+    row = queue.sweep_row(db, config.group)
+    if row is None:
+        raise BaseBenchError(f"no sweep {config.group} in {db.shown}")
+    flags = json.loads(row.flags)
+    pages = Pages(config, url, row.out_dir)
+    old = _stop_on_signals() if signals else {}
+    idle_since = None
+    loads0, tok0 = loading.loads(), loading.tokenizer_loads()
+    try:
+        while True:
+            t0 = time.perf_counter()
+            job = queue.claim(db, config.group, me, config.lease_timeout, config.max_attempts)
+            if job is None:
+                if queue.finished(db, config.group):
+                    break
+                idle_since = idle_since or time.perf_counter()
+                time.sleep(config.poll_s)
+                continue
+            if idle_since is not None:
+                stats.idle_s += time.perf_counter() - idle_since
+                idle_since = None
+            stats.members += 1
+            _run_member(db, job, me, config, flags, url, stats, pages)
+            stats.member_s.append(round(time.perf_counter() - t0, 4))
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+        pages.close()
+        stats.loads = loading.loads() - loads0
+        stats.tokenizer_loads = loading.tokenizer_loads() - tok0
+        _write_stats(config, stats)
+        db.dispose()
+    return stats
+
+
+def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats, pages: Pages) -> None:
+    from .. import loading
+    from ..store.ingest import run_key
+
+    log.info("%s: attempt %d of %s", me.name, job.attempt, job.name)
+    if _deleted(job):
+        queue.skipped(db, job, me, "its checkpoint was deleted before it was scored")
+        stats.skipped += 1
+        return
+    beat = Heartbeat(db, job, me, max(0.5, config.lease_timeout / 4))
+    following = queue.peek(db, config.group)
+    if following:
+        loading.prefetch(*following)
+    try:
+        t = time.perf_counter()
+        scored = loading.run(member_args(flags, job, url, config.device), speak=False)
+        stats.run_s.append(round(time.perf_counter() - t, 4))
+        timing = scored.report.get("timing") or {}
+        stats.load_s.append(timing.get("model_load_s") or 0.0)
+        stats.scoring_s.append(timing.get("scoring_s") or 0.0)
+        signature = scored.report.get("config", {}).get("signature_sha256")
+        if scored.store_error is not None:
+            raise scored.store_error
+        queue.done(db, job, me, run_key(scored.report), signature)
+        stats.done += 1
+        pages.want()
+    except (Stopped, KeyboardInterrupt, SystemExit):
+        queue.release(db, job, me)  # a signal or preemption: the member waits again, resumable
+        raise
+    except Exception as exc:  # noqa: BLE001  (a member that fails fails alone; its error is recorded)
+        if _deleted(job):
+            queue.skipped(db, job, me, "its checkpoint was deleted while it was scored")
+            stats.skipped += 1
+            return
+        if not isinstance(exc, BaseBenchError):
+            log.exception("%s failed", job.name)
+        state = queue.failed(db, job, me, exc, config.max_attempts)
+        stats.failed += state == "failed"
+        print(f"base-bench sweep: {job.name}: {type(exc).__name__}: {queue.error_line(exc)}", file=sys.stderr)
+    finally:
+        beat.close()
+
+
+def _write_stats(config: Config, stats: Stats) -> None:
+    if not config.stats_dir:
+        return
+    try:
+        from ..results.reports_io import write_atomic
+
+        d = Path(config.stats_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in stats.worker)
+        write_atomic(
+            d / f"{safe}.json", json.dumps({**asdict(stats), "overhead_s": stats.overhead_s()}, indent=1) + "\n"
+        )
+    except OSError as exc:
+        log.warning("the worker's stats were not written: %s", exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m base_bench.sweep.worker CONFIG_JSON`: one worker process of `--engine local`."""
+    argv = sys.argv[1:] if argv is None else argv
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        work(Config.from_json(argv[0]))
+    except Stopped as exc:
+        return 128 + exc.signum
+    except BaseBenchError as exc:
+        print(f"base-bench sweep worker: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
