@@ -60,6 +60,17 @@ def test_each_member_equals_its_ordinary_run(swept):
         }  # fmt: skip
 
 
+def test_a_worker_checks_the_packed_path_once_per_model_configuration(swept):
+    root, ckpts, plain, _ = swept
+    said = [member_report(root / "out", c)["config"]["packing_check"]["checked_on"] for c in ckpts]
+    stats = [json.loads(p.read_text()) for p in (root / "out" / ".sweep" / "stats").iterdir()]
+    working = sum(1 for s in stats if s["done"])
+    assert said.count("this model") == working and len(said) - working == said.count(
+        "an earlier model of this configuration in this process"
+    )
+    assert all(r["config"]["packing_check"]["checked_on"] == "this model" for r in plain)  # an ordinary run: its own
+
+
 def test_the_pages_and_the_store_hold_one_point_per_step(swept):
     root, ckpts, _, _ = swept
     traj = (root / "out" / "trajectory.md").read_text()

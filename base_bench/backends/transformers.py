@@ -23,6 +23,7 @@ tokenizer's), but for the keys base-bench sets itself (`RESERVED`, each refused 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 from contextlib import contextmanager
@@ -37,6 +38,22 @@ from .identity import package_version, weights_fingerprint
 from .locate import RESERVED, Located, check_request, classify, locate_model  # noqa: F401 - where callers have found them
 
 log = logging.getLogger("base_bench")
+# The packing check's outcome, by _packing_key, in a process that asked for it (a sweep's worker,
+# which loads many checkpoints of one model from their folders): the packed path is checked once per
+# configuration. The check is about the model's code (its masks and position ids), which checkpoints
+# of one configuration share; the report says where its numbers came from (packing_check.checked_on).
+# Off elsewhere: a model in memory may have had its code changed since (a patched forward).
+_PACKING_CHECKED: dict[str, tuple] = {}
+_PACKING_REUSE = False
+
+
+def reuse_packing_checks(on: bool = True) -> None:
+    """Check the packed path once per model configuration in this process, not once per model
+    (`base-bench sweep`'s workers turn it on)."""
+    global _PACKING_REUSE
+    _PACKING_REUSE = on
+    _PACKING_CHECKED.clear()
+
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -376,7 +393,11 @@ class TransformersBackend(Backend):
         far = max(longest_first, key=reach, default=None)
         if window is not None and far is not None and reach(far) >= window and far not in probe:
             probe.append(far)
-        checked = attempt(lambda: check_packing(self.model, probe, pad_id), self.device)
+        key = self._packing_key(probe, pad_id) if _PACKING_REUSE else None
+        earlier = _PACKING_CHECKED.get(key) if key else None
+        checked = earlier or attempt(lambda: check_packing(self.model, probe, pad_id), self.device)
+        if key and checked is not None and earlier is None:
+            _PACKING_CHECKED[key] = checked
         if not ranks.agree(checked is not None):
             raise ScoringError(
                 f"out of accelerator memory while checking packing on {len(probe)} items; "
@@ -393,8 +414,33 @@ class TransformersBackend(Backend):
             "ok": ok,
             "max_abs_diff_vs_plain": diff if math.isfinite(diff) else None,
             "checked_items": [e.id for e in probe],
+            "checked_on": "an earlier model of this configuration in this process" if earlier else "this model",
         }
         return (PackedScorer if ok else PlainScorer)(self.model, pad_id), packing
+
+    def _packing_key(self, probe, pad_id: int) -> str | None:
+        """What the packing check's outcome depends on: the model's class and configuration (not its
+        weights' values), its dtype and device, the attention implementation, the probe's items
+        (their ids and tokens) and the pad id. None for a model whose configuration cannot be read."""
+        config = getattr(self.model, "config", None)
+        try:
+            cfg = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
+            text = json.dumps(
+                [
+                    type(self.model).__qualname__,
+                    cfg,
+                    str(next(self.model.parameters()).dtype),
+                    str(self.device),
+                    getattr(config, "_attn_implementation", None),
+                    [(e.id, list(e.context), [list(c) for c in e.continuations]) for e in probe],
+                    pad_id,
+                ],
+                sort_keys=True,
+                default=str,
+            )
+        except Exception:  # noqa: BLE001  (an exotic config: check this model, as always)
+            return None
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 def tokenizer_adds_bos(tokenizer) -> bool:

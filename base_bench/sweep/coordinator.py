@@ -119,7 +119,7 @@ def run(plan: Plan, password: str | None = None, say=print) -> int:
         say(f"sweep {plan.group}: {total} member{'s' if total != 1 else ''} ({added} new, {n['done']} done, "
             f"{n['failed']} failed) in {db.shown}")  # fmt: skip
         if queue.finished(db, plan.group):
-            _pages(plan, say)
+            _pages(plan, say, db)
             return _end(db, plan, say)
         config = Config(
             store=plan.store if password is None else _without(plan.store),
@@ -190,7 +190,7 @@ def _follow(db, plan: Plan, engine, watcher, say) -> int:
             return 128 + stop.signum
     engine.wait(120)
     _report(db, plan, seen, say)
-    _pages(plan, say)
+    _pages(plan, say, db)
     return _end(db, plan, say)
 
 
@@ -204,9 +204,16 @@ def _report(db, plan: Plan, seen: dict, say) -> None:
         seen[row["id"]] = mark
 
 
-def _pages(plan: Plan, say) -> None:
+def _pages(plan: Plan, say, db=None) -> None:
+    """The pages once more, unless a worker's last rendering began after the last member finished."""
     if not plan.pages:
         return
+    if db is not None:
+        from .worker import pages_began
+
+        began, last = pages_began(str(plan.out_dir)), queue.last_finished(db, plan.group)
+        if began is not None and last is not None and began > last:
+            return
     from importlib import import_module
 
     module, _, name = plan.pages.partition(":")

@@ -416,6 +416,13 @@ def table(db, group: str) -> list[dict]:
         return [dict(row._mapping) for row in conn.execute(q)]
 
 
+def last_finished(db, group: str) -> float | None:
+    """When the group's last member was done, failed or skipped (the workers' clocks)."""
+    t = schema.jobs
+    with schema.reading(db) as conn:
+        return conn.execute(select(func.max(t.c.finished_at)).where(t.c.group_name == group)).scalar_one()
+
+
 def known_models(db, group: str) -> set[tuple[str, str | None]]:
     t = schema.jobs
     with schema.reading(db) as conn:

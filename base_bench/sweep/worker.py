@@ -17,9 +17,12 @@ resumable and put it back in the queue. For each member it claims:
 
 While a member is scored, a thread renews the lease (a heartbeat every lease_timeout / 4 s), the
 next member's weight files are read into the page cache (`loading.prefetch`), and the sweep's pages
-(trajectory, leaderboard) are rendered from the store by another thread after each member, so the
-next member does not wait for them. The process keeps Python, torch and the tokenizer loaded for
-all members (`loading` reuses a tokenizer whose files are byte-identical).
+(trajectory, leaderboard) are rendered from the store after each member by a process of the
+worker's own at the lowest CPU priority, so the next member neither waits for them nor shares its
+cores with them. The process keeps Python, torch and the tokenizer loaded for
+all members (`loading` reuses a tokenizer whose files are byte-identical), and the transformers
+backend checks its packed path once per model configuration, not once per member (the report's
+config.packing_check.checked_on says which).
 
 The store URL's password never appears in the config (which submitit writes to disk): it is read
 from $BASE_BENCH_STORE_PASSWORD, which the engine sets in the worker's environment.
@@ -126,41 +129,93 @@ class Stats:
         return [round(m - a - b, 4) for m, a, b in zip(self.member_s, self.load_s, self.scoring_s)]
 
 
+PAGES_MARK = "pages.json"  # under OUT_DIR/.sweep/: when the last complete rendering began
+
+
+def render_loop(conn, pages: str, url: str, group: str, out_dir: str) -> None:
+    """The page renderer's process: at the lowest CPU priority (nice 19), so that the pages never slow
+    the scoring down; renders once for all the requests that came while it was busy, and once more
+    on "close". A rendering that completes records when it began in OUT_DIR/.sweep/pages.json."""
+    try:
+        os.nice(19)
+    except OSError:
+        pass
+    module, _, name = pages.partition(":")
+    fn = getattr(import_module(module), name)
+    closing = False
+    while not closing:
+        try:
+            msg = conn.recv()
+            while conn.poll():  # every request that came meanwhile: one rendering
+                msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        closing = msg == "close"
+        began = time.time()
+        try:
+            fn(url, group, out_dir)
+            mark_pages(out_dir, began)
+        except Exception as exc:  # noqa: BLE001  (pages are a view: a failure never stops the sweep)
+            print(f"base-bench sweep: the pages were not rendered: {queue.error_line(exc)}", file=sys.stderr)
+
+
+def mark_pages(out_dir: str, began: float) -> None:
+    from ..results.reports_io import write_atomic
+
+    d = Path(out_dir) / ".sweep"
+    d.mkdir(parents=True, exist_ok=True)
+    write_atomic(d / PAGES_MARK, json.dumps({"began": began}) + "\n")
+
+
+def pages_began(out_dir: str) -> float | None:
+    """When the last complete rendering of the sweep's pages began (None: never)."""
+    try:
+        began = json.loads((Path(out_dir) / ".sweep" / PAGES_MARK).read_text()).get("began")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return began if isinstance(began, (int, float)) else None
+
+
 class Pages:
-    """Renders the sweep's pages in a thread after each member; `close()` renders a last time."""
+    """Renders the sweep's pages after each member, in a process of its own at the lowest CPU
+    priority (no GIL shared with the scoring, and no core taken from it); `close()` renders a last
+    time and waits for it. The store URL (with its password) goes to it through a pipe."""
 
     def __init__(self, config: Config, url: str, out_dir: str | None):
-        self.fn = None
-        if config.pages and out_dir:
-            module, _, name = config.pages.partition(":")
-            self.fn = getattr(import_module(module), name)
-        self.url, self.group, self.out_dir = url, config.group, out_dir
-        self.wanted = threading.Event()
-        self.closing = False
-        self.thread = threading.Thread(target=self._loop, daemon=True, name="sweep-pages") if self.fn else None
-        if self.thread:
-            self.thread.start()
+        self.proc = self.conn = None
+        if not (config.pages and out_dir):
+            return
+        import multiprocessing as mp
 
-    def _loop(self) -> None:
-        while True:
-            self.wanted.wait()
-            self.wanted.clear()
-            try:
-                self.fn(self.url, self.group, self.out_dir)
-            except Exception as exc:  # noqa: BLE001  (pages are a view: a failure never stops the sweep)
-                log.warning("the sweep's pages were not rendered: %s", queue.error_line(exc))
-            if self.closing and not self.wanted.is_set():
-                return
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=render_loop, args=(child, config.pages, url, config.group, out_dir), daemon=True, name="sweep-pages"
+        )
+        self.proc.start()
+        child.close()
 
     def want(self) -> None:
-        if self.thread:
-            self.wanted.set()
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send("render")
+            except OSError:
+                pass
 
     def close(self) -> None:
-        if self.thread and self.thread.is_alive():
-            self.closing = True
-            self.wanted.set()
-            self.thread.join(timeout=120)
+        if self.proc is None:
+            return
+        try:
+            if self.proc.is_alive():
+                self.conn.send("close")
+                self.proc.join(timeout=300)
+        except OSError:
+            pass
+        finally:
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join()
+            self.conn.close()
 
 
 class Heartbeat:
@@ -240,6 +295,8 @@ def work(config: Config, password: str | None = None, signals: bool = True) -> S
         raise BaseBenchError(f"no sweep {config.group} in {db.shown}")
     flags = json.loads(row.flags)
     pages = Pages(config, url, row.out_dir)
+    if flags.get("backend", "transformers") == "transformers":
+        _reuse_packing_checks()
     old = _stop_on_signals() if signals else {}
     idle_since = None
     loads0, tok0 = loading.loads(), loading.tokenizer_loads()
@@ -268,6 +325,15 @@ def work(config: Config, password: str | None = None, signals: bool = True) -> S
         _write_stats(config, stats)
         db.dispose()
     return stats
+
+
+def _reuse_packing_checks() -> None:
+    """The transformers backend checks its packed path once per model configuration in a worker."""
+    try:
+        from ..backends.transformers import reuse_packing_checks
+    except ImportError:  # no torch here (a llama.cpp or server sweep): nothing to check
+        return
+    reuse_packing_checks()
 
 
 def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats, pages: Pages) -> None:
