@@ -333,3 +333,82 @@ def test_suite_times_commands_and_ratio():
     assert "| full | 2 | 10 passed | 200 s | 0.50 → 1.50 | 100 → 98 |" in st.rows(results)
     with pytest.raises(ValueError):
         st.parse("no summary")
+
+
+# ---------------------------------------------------------------- bench/sweep.py
+
+
+def _sweep_round(order, sweep_s, separate_s, lm_eval_s=None):
+    stats = {
+        "member_s": [9.0, 4.0, 5.0],
+        "load_s": [3.0, 0.5, 0.5],
+        "scoring_s": [4.0, 3.0, 3.5],
+        "overhead_s": [2.0, 0.5, 1.0],
+    }
+    cmd = {"wall_s": 20.0, "load_s": 4.0, "scoring_s": 10.0}
+    rnd = {
+        "order": order,
+        "sweep": {"wall_s": sweep_s, "stats": stats, "gemm_gflops": [100.0, 90.0], "load_average": [1.0, 1.5]}
+        | {"others_cpu_share": 0.05},
+        "separate": {"wall_s": separate_s, "runs": [cmd] * 3, "gemm_gflops": [90.0, 80.0], "load_average": [1.5, 2.0]},
+        "pages_alone_s": [1.25, 0.5],
+    }
+    if lm_eval_s is not None:
+        lm = {"wall_s": lm_eval_s, "runs": [{"wall_s": lm_eval_s / 3}] * 3, "gemm_gflops": [80.0, 70.0]}
+        rnd["lm_eval"] = lm | {"load_average": [2.0, 2.5]}
+    return rnd
+
+
+def test_the_sweep_table_is_rendered_from_the_measurements():
+    bench = bench_script("sweep")
+    rounds = [
+        _sweep_round(["sweep", "separate", "lm_eval"], 30.0, 60.0, 120.0),
+        _sweep_round(["separate", "sweep"], 33.0, 55.0),
+    ]
+    s = bench.summary(rounds[0])
+    assert s["sweep_over_separate"] == 0.5 and s["sweep_over_lm_eval"] == 0.25
+    assert (s["overhead_s_median"], s["overhead_s_max"], s["overhead_s_max_after_first"]) == (1.0, 2.0, 1.0)
+    assert s["outside_members_s"] == 12.0 and s["command_rest_s_median"] == 6.0 and s["lm_eval_run_s_median"] == 40.0
+    assert s["gemm_gflops"] == [100.0, 90.0, 90.0, 80.0, 80.0, 70.0] and s["others_cpu_share"] == [0.05, None, None]
+    lines = bench.table({"k": 3, "rounds": rounds})
+    assert lines[0] == "| measure | round 1 | round 2 |" and lines[1] == "|---|---:|---:|"
+    text = "\n".join(lines)
+    assert "| order | sweep → separate → lm-eval | separate → sweep |" in text
+    assert "| `base-bench sweep`, 3 checkpoints, 1 worker (s) | 30.0 | 33.0 |" in text
+    assert "| 3 `lm-eval run` commands (s) | 120.0 | not run |" in text
+    assert "| sweep / separate commands | 0.50 | 0.60 |" in text and "| sweep / lm-eval | 0.25 | not run |" in text
+    assert "| sweep, per member: model load, median (first member) (s) | 0.5 (3.0) | 0.5 (3.0) |" in text
+    assert "| sweep, per member: the rest (`overhead_s`), max (without the first member) (s) | 2.000 (1.000) |" in text
+    assert "| the sweep's pages rendered alone: with imports / again (s) | 1.25 / 0.50 |" in text
+    assert "| other processes' share of the cores during each measure, in order | 5% / ? / ? | ? / 5% |" in text
+    assert (
+        "| GEMM before → after each measure, in order (GFLOP/s) | 100 → 90 / 90 → 80 / 80 → 70 | 90 → 80 / 100 → 90 |"
+        in text
+    )
+
+
+def test_the_sweep_breakdown_splits_the_rest_of_each_member():
+    bench = bench_script("sweep")
+    parts = {
+        "member_s": [9.0, 4.0, 5.0],
+        "load_s": [3.0, 0.5, 0.5],
+        "scoring_s": [4.0, 3.0, 3.5],
+        "overhead_s": [2.0, 0.5, 1.0],
+        "packing_check_s": [1.5, 0.25, 0.75],
+        "rest_s": [0.5, 0.25, 0.25],
+    }
+    text = "\n".join(bench.breakdown_table(parts))
+    assert "| per member (s) | median | first member | max of the others |" in text
+    assert "| the rest (`overhead_s`) | 1.000 | 2.000 | 1.000 |" in text
+    assert (
+        "| of which: the packing check (packed and plain path on 3 items; once a configuration) | 0.750 | 1.500 | 0.750 |"
+        in text
+    )
+
+
+def test_the_sweep_tables_in_results_are_what_sweep_json_holds():
+    bench = bench_script("sweep")
+    res = json.loads((ROOT / "bench" / "sweep.json").read_text(encoding="utf-8"))
+    results = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    assert "\n".join(bench.table(res)) in results
+    assert "\n".join(bench.breakdown_table(res["breakdown"])) in results
