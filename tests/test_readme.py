@@ -120,8 +120,23 @@ def check_exploring(where: Path, ns: dict, printed: str, shell: str):
     assert BUNDLED_CANARY in page and "noindex, noarchive" in page and "do not publish it" in shell
 
 
+def check_sweeps(where: Path, ns: dict, printed: str, shell: str):
+    import sqlite3
+
+    con = sqlite3.connect(where / "sweeps" / "demo" / "results.db")
+    rows = con.execute("SELECT step, state, attempts, group_name FROM jobs ORDER BY step").fetchall()
+    con.close()
+    assert rows == [(s, "done", 1, "demo") for s in (1000, 2000, 3000)]
+    assert "3 of 3 members done" in shell and "demo: 3 done, 0 running, 0 waiting, 0 failed; all done" in shell
+    traj = (where / "sweeps" / "demo" / "trajectory.md").read_text()
+    assert all(f"| {s} " in traj for s in (1000, 2000, 3000))
+    elos = {report(d)["results"]["overall"]["elo"] for d in (where / "sweeps" / "demo").glob("ckpt-checkpoint-*")}
+    assert len(elos) >= 1 and len(list((where / "sweeps" / "demo").glob("ckpt-checkpoint-*"))) == 3
+
+
 CHECKS = {
     "README.md": check_readme,
+    "sweeps.md": check_sweeps,
     "usage.md": check_usage,
     "data.md": check_data,
     "training.md": check_training,
