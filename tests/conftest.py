@@ -7,6 +7,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from clusters import ray_cluster, slurm_cluster  # noqa: E402,F401  (Slurm and Ray for the sweep's engines)
+from sweeprun import no_sweep_left_running  # noqa: E402,F401  (modules that start sweeps use it)
 from tiers import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: E402,F401  (the tiers, the groups)
 
 

@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-from base_bench.sweep.members import member_name
+import pytest
 
-from tiny import save_tiny
+from base_bench.sweep.members import member_name
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = ("--data", "bundled", "--limit-per-category", "2")
@@ -26,6 +26,8 @@ FAST = ("--data", "bundled", "--limit-per-category", "2")
 
 def checkpoints(root: Path, steps, seed0: int = 0) -> list[Path]:
     """A tiny llama at root/checkpoint-N for each step, each with its own weights."""
+    from tiny import save_tiny  # torch: not imported by conftest.py, which registers this module's fixture
+
     out = []
     for i, n in enumerate(steps):
         out.append(Path(save_tiny(root / f"checkpoint-{n}", seed=seed0 + i)))
@@ -56,6 +58,13 @@ def start(cwd: Path, *args) -> subprocess.Popen:
     p = subprocess.Popen(command(*args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
     STARTED.append(p)
     return p
+
+
+@pytest.fixture
+def no_sweep_left_running():
+    """Use it (autouse) in a module that starts sweeps: a test that fails leaves none running."""
+    yield
+    stop_all()
 
 
 def stop_all() -> None:

@@ -20,7 +20,6 @@ from sweeprun import (
     member_report,
     ordinary,
     start,
-    stop_all,
     sweep,
     wait_for,
 )
@@ -32,9 +31,8 @@ pytestmark = pytest.mark.slow(reason="sweeps start worker processes that load to
 
 
 @pytest.fixture(autouse=True)
-def no_sweep_left_running():
-    yield
-    stop_all()
+def _no_sweep_left_running(no_sweep_left_running):
+    pass
 
 
 @pytest.fixture(scope="module")

