@@ -96,7 +96,7 @@ def _line(row: dict) -> str:
 def run(plan: Plan, password: str | None = None, say=print) -> int:
     from ..store import open_store
     from .engines import make_engine
-    from .worker import Config
+    from .worker import Config, without_password
 
     db = open_store(plan.store)
     try:
@@ -122,7 +122,7 @@ def run(plan: Plan, password: str | None = None, say=print) -> int:
             _pages(plan, say, db)
             return _end(db, plan, say)
         config = Config(
-            store=plan.store if password is None else _without(plan.store),
+            store=without_password(plan.store)[0],  # the password reaches the workers apart
             group=plan.group,
             lease_timeout=plan.lease_timeout,
             max_attempts=plan.max_attempts,
@@ -139,12 +139,6 @@ def run(plan: Plan, password: str | None = None, say=print) -> int:
         return _follow(db, plan, engine, watcher, say)
     finally:
         db.dispose()
-
-
-def _without(url: str) -> str:
-    from .worker import without_password
-
-    return without_password(url)[0]
 
 
 def _follow(db, plan: Plan, engine, watcher, say) -> int:

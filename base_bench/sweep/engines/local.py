@@ -28,7 +28,6 @@ class LocalEngine:
         self.max_restarts = options.get("max_restarts", 3 * workers)
         self.procs: list[subprocess.Popen | None] = [None] * workers
         self.restarts = 0
-        self.started = 0
 
     def _spawn(self, k: int) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -39,7 +38,6 @@ class LocalEngine:
             env[PASSWORD_ENV] = self.password
         log = open(self.log_dir / f"worker-{k}.log", "ab")  # noqa: SIM115  (the child holds it)
         try:
-            self.started += 1
             return subprocess.Popen(
                 [sys.executable, "-m", "base_bench.sweep.worker", cfg.to_json()],
                 stdout=log,
