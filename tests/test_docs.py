@@ -780,6 +780,39 @@ BANNED = [
     (r"\bcommit [0-9a-f]{7,40}\b|\((?:main, )?[0-9a-f]{7,40}\)|\bmain, [0-9a-f]{7}", "a commit hash"),
     (r"<!--(?!\s*not run:)", "an HTML comment other than `not run`"),
 ]
+# Notes on how base-bench was built and tested, which a user cannot act on: decisions taken, work
+# still to come, how the tests are arranged (a browser driver, CI settings, test files, fault
+# moments), what no cluster has run, another project's issue numbers. docs/contributing.md, the page
+# for contributors, may speak of the tests and CI; every other user page says what the software does.
+BUILD_NOTES = [
+    (r"\bdecisions on\b|\bdecisions? (?:was|were) (?:taken|made)\b|\bwe decided\b", "a decision taken"),
+    (
+        r"\bwill (?:measure|be measured|be added|be tested|be fixed|be done)\b|\bthe script that will\b",
+        "work still to come",
+    ),
+    (r"\bSelenium\b|\bchromium-driver\b", "how the tests drive a browser"),
+    (
+        r"\bno (?:Slurm |Ray |GPU )?(?:cluster|machine|GPU) (?:has|have|had) (?:run|tested|measured)\b",
+        "what no machine has run",
+    ),
+    (r"\bkill moments\b|\bSIGKILL at \d+ moments\b", "how the fault tests are arranged"),
+    (
+        r"(?<![\w&/])#\d{3,}\b|\b(?:vLLM|llama\.cpp|PyTorch|torch|transformers|lm-eval|datatrove|GitHub)\s+"
+        r"(?:issue|PR|pull request)\b",
+        "another project's issue or PR",
+    ),
+    (
+        r"\b(?:the |our )?tests (?:arrange|start|run|hold|check|cover|skip|fill|kill|mount|take)s?\b"
+        r"|\btest(?:s|ed)? in a real browser\b|\btested by (?:killing|forcing|planting)\b",
+        "how the tests are arranged",
+    ),
+]
+# The same notes where they hide in code spans, which `banned_words` otherwise leaves alone: a CI
+# setting and a test file (a `not run` comment may still name the test that runs its block).
+BUILD_NOTES_IN_CODE = [
+    (r"\bCI=1\b", "a CI setting"),
+    (r"\btests/[\w/]+\.py\b", "a test file"),
+]
 RESULTS_BANNED = [
     b for b in BANNED if b[1] in ("a target met or missed", "a commit hash", "an HTML comment other than `not run`")
 ]
@@ -789,13 +822,26 @@ RESULTS_BANNED += [
 ]
 
 
-def banned_words(text: str, rules=BANNED) -> list[tuple[int, str, str]]:
+def banned_words(text: str, rules=BANNED, in_code=()) -> list[tuple[int, str, str]]:
+    """(line, what, the matched words) for every rule that matches a line of `text`: `rules` on the
+    line without its code spans, `in_code` on the whole line but its `not run` comment."""
     found = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = re.sub(r"`[^`]*`", "``", line)  # code (`pip install --target DIR`) says what to type
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = re.sub(r"`[^`]*`", "``", raw)  # code (`pip install --target DIR`) says what to type
         for pattern, what in rules:
             found += [(n, what, m.group(0)) for m in re.finditer(pattern, line, flags=re.I)]
+        raw = re.sub(r"<!--\s*not run:.*?-->", "", raw)
+        for pattern, what in in_code:
+            found += [(n, what, m.group(0)) for m in re.finditer(pattern, raw, flags=re.I)]
     return found
+
+
+def user_page_words(text: str, contributing: bool = False) -> list[tuple[int, str, str]]:
+    """`banned_words` as a user page is held to: BANNED, and the build notes unless the page is
+    docs/contributing.md, which is written for contributors."""
+    if contributing:
+        return banned_words(text)
+    return banned_words(text, BANNED + BUILD_NOTES, BUILD_NOTES_IN_CODE)
 
 
 @pytest.mark.parametrize(
@@ -808,17 +854,51 @@ def banned_words(text: str, rules=BANNED) -> list[tuple[int, str, str]]:
         ("| target | measured | met? |", ["a target met or missed"]),
         ("Why some targets were missed", ["a target met or missed"]),
         ("the layout change (commit 38b9934); before (main, e527a10)", ["a commit hash", "a commit hash"]),
-        ("<!-- the tests start this server, worked out by hand -->", ["an HTML comment other than `not run`"]),
+        (
+            "<!-- the tests start this server, worked out by hand -->",
+            ["an HTML comment other than `not run`", "how the tests are arranged"],
+        ),
         ("<!-- not run: needs a GPU -->\nHere is the picture; target modules; `target_delimiter`", []),
+        ("Decisions on four further questions:", ["a decision taken"]),
+        ("The decision on the BOS token is yours: pass `--add-bos` to measure it.", []),
+        ("`bench/gpu_check.py` is the script that will measure it.", ["work still to come"]),
+        ("Not measured on a GPU; `bench/gpu_check.py` measures it. A killed run will resume.", []),
+        (
+            "the pages, driven by Selenium (`apt-get install chromium chromium-driver`)",
+            ["how the tests drive a browser"],
+        ),
+        ("The page opens from disk in Chromium, Firefox or any other browser.", []),
+        (
+            "Slurm only as far as the executors being built (no Slurm cluster has run them).",
+            ["what no machine has run"],
+        ),
+        ("On Slurm the scan is submitted as jobs; no cluster is needed for the local executor.", []),
+        ("SIGKILL at 14 moments of one run; the 14 kill moments", ["how the fault tests are arranged"] * 2),
+        ("A run killed at any moment keeps every item it saved.", []),
+        ("stale values: vLLM issue 42019, fixed in #41234", ["another project's issue or PR"] * 2),
+        ("Item #12 of the list; see [the BOS note](#the-bos-note); `#1234` in code", []),
+        ("the tests run on local disks only; Tests run all of this on the CPU", ["how the tests are arranged"] * 2),
+        ("the tests start a real vLLM server; Tested in a real browser", ["how the tests are arranged"] * 2),
+        ("The unit tests you write run under pytest; a copy test, then an alignment test.", []),
+        ("under `CI=1` that is a failure", ["a CI setting"]),
+        ("`tests/test_hub_http.py` runs all of this over real HTTP", ["a test file"]),
+        ("<!-- not run: needs GPUs; tests/test_distributed.py runs torchrun on the CPU -->", []),
+        ("`CI` and `--tests-dir` are flags; `bench/speed.py` measures it", []),
     ],
 )
 def test_banned_words_are_found(text, whats):
-    assert [what for _, what, _ in banned_words(text)] == whats
+    assert [what for _, what, _ in user_page_words(text)] == whats
+
+
+def test_contributing_may_speak_of_the_tests():
+    text = "`tests/test_browser.py` drives Chromium through Selenium; under `CI=1` a skip is a failure."
+    assert user_page_words(text, contributing=True) == []
+    assert {w for _, w, _ in user_page_words(text)} == {"how the tests drive a browser", "a CI setting", "a test file"}
 
 
 @pytest.mark.parametrize("page", [rel(p) for p in [*EXAMPLE_PAGES, ROOT / "CHANGELOG.md"]])
 def test_user_pages_speak_of_the_software(page):
-    found = banned_words((ROOT / page).read_text(encoding="utf-8"))
+    found = user_page_words((ROOT / page).read_text(encoding="utf-8"), contributing=page == "docs/contributing.md")
     assert not found, "\n".join(f"{page}:{n}: {what}: {w!r}" for n, what, w in found)
 
 
