@@ -458,6 +458,9 @@ def _setup(
     reasons = list(source.reasons)
     if len(items) < len(all_items):
         reasons.append(f"{selection.flag()} scored {len(items)} of {len(all_items)} items")
+    elif selection.limit is not None or selection.per_category is not None:
+        # every item scored, but a report with a limit is never read as official (results/checked.py)
+        reasons.append(f"{selection.flag()} was given: an official run sets no limit")
     if add_bos:
         reasons.append("--add-bos changes the scoring configuration")
     info, identity, load_s = _model_record(backend, tokenizer, model_info)

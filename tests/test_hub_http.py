@@ -360,6 +360,20 @@ def test_official_run_over_http_when_served_bytes_match_the_patched_card_checksu
     assert_secrets_kept(tmp_path, res.stdout, res.stderr)
 
 
+@pytest.mark.slow(reason="a real HTTP hub server and a whole CLI run in a subprocess (25 to 60 s)")
+def test_a_limit_that_leaves_no_item_out_still_makes_a_run_unofficial(fake_hub, tmp_path, served):
+    """The official file, every item scored, but --limit-per-category given: the report says it is
+    not official, as every reader of reports (results/checked.py) holds a report with a limit to be."""
+    out = tmp_path / "run"
+    args = ["--model", MODEL, "--out-dir", out, "--device", "cpu", "--revision", "main", "--limit-per-category", "1000"]
+    res = run_cli(tmp_path, fake_hub.url, GRANTED, args, prefix=("-c", OFFICIAL_IS_SERVED, sha256(served)))
+    assert res.returncode == 0, res.stderr[-3000:]
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["data"]["kind"] == "official" and len(rep["items"]) == rep["data"]["n_items_in_file"]
+    assert rep["official"] is False
+    assert rep["non_official_reasons"] == ["--limit-per-category 1000 was given: an official run sets no limit"]
+
+
 # -- a GGUF inside a Hub repo: --gguf-file ----------------------------------------------------------
 
 GGUF_REPO = "org/tiny-GGUF"
