@@ -19,7 +19,8 @@ given with --local-data and a scan's contamination.json are read through here. W
 Every refusal is a ValueError (json.JSONDecodeError is one) whose message is one line; callers turn
 it into their own error class (ReportError, RunError, DataError). Symlinks are followed: a path the
 user gives is theirs to point where they like. Writers (reports_io.write_atomic, the run store)
-never follow one.
+never follow one. Where the platform has no O_NOFOLLOW (Windows), `follow=False` looks at the path
+first and then checks that the file opened is the one looked at.
 """
 
 from __future__ import annotations
@@ -45,15 +46,24 @@ def read_regular(path: str | Path, limit: int = MAX_BYTES, follow: bool = True) 
 
     OSError when it cannot be opened or read (missing, no permission); ValueError when it is not a
     regular file or is too large. Opened without blocking, so a FIFO is refused, not waited on."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    seen = None  # without O_NOFOLLOW: what lstat saw, which the opened file must be
+    if not follow and not hasattr(os, "O_NOFOLLOW"):
+        seen = os.lstat(path)
+        if stat.S_ISLNK(seen.st_mode):
+            raise ValueError("a symbolic link, not a regular file; not followed")
+    elif not follow:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
+        fd = os.open(path, flags)
     except OSError as e:
         if not follow and e.errno == errno.ELOOP:
             raise ValueError("a symbolic link, not a regular file; not followed") from None
         raise
     try:
         st = os.fstat(fd)
+        if seen is not None and not os.path.samestat(seen, st):
+            raise ValueError("replaced while it was being opened; not read")
         if not stat.S_ISREG(st.st_mode):
             raise ValueError(f"not a regular file ({kind_of(st.st_mode)})")
         if st.st_size > limit:

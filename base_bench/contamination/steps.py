@@ -33,9 +33,13 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import time
 from pathlib import Path
+
+try:
+    import resource
+except ImportError:  # Windows: no getrusage; a task's peak memory is then not recorded
+    resource = None
 
 from datatrove.data import Document
 from datatrove.pipeline.base import PipelineStep
@@ -408,7 +412,7 @@ class ItemNGramFilter(BaseFilter):
                         **self.t,
                         "task_s": time.perf_counter() - t0,
                         "cpu_s": time.process_time() - c0,
-                        "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                        **({"maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} if resource else {}),
                     },
                 )
 

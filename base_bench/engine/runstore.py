@@ -32,6 +32,11 @@ every other file is replaced by a rename (reports_io.write_atomic), so no write 
 out-dir. Files read back are bounded (untrusted.read_regular: 256 MiB, JSON 64 levels deep), and a
 partial line that is not a whole, well-formed result is a damaged line. Temporary files that a
 killed writer left are removed when the next run takes the lock.
+
+A platform without what this needs (Windows has no O_NOFOLLOW, no flock, no pread/pwrite) cannot
+keep a run folder: `check` and `lock` refuse there with one RunError line (`platform_problem`)
+before anything is written. Importing this module works everywhere, so `evaluate()` without an
+out-dir and the views (compare, leaderboard, explore) run there all the same.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from pathlib import Path
 
 try:
     import fcntl
-except ImportError:  # Windows: no flock; lock() warns that the out-dir is not protected
+except ImportError:  # Windows: no flock; platform_problem() then refuses a run folder
     fcntl = None
 
 from .. import untrusted
@@ -63,10 +68,39 @@ PARTIAL = "partial_results.jsonl"
 CONFIG = "run_config.json"
 LOCK = ".lock"
 IN_PLACE = (PARTIAL, LOCK)  # files changed in place (not replaced by a rename): one link, never followed
-NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+# O_NOFOLLOW is always there where a run folder is kept (platform_problem refuses it elsewhere); the
+# getattr only lets this module import on a platform without it.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+# What keeping a run folder safe needs, and whether this platform has it.
+NEEDED = {
+    "os.O_NOFOLLOW": lambda: hasattr(os, "O_NOFOLLOW"),
+    "fcntl.flock": lambda: fcntl is not None and hasattr(fcntl, "flock"),
+    "os.pread": lambda: hasattr(os, "pread"),
+    "os.pwrite": lambda: hasattr(os, "pwrite"),
+}
 NO_FLOCK = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)  # flock() on a file system without it
 LOCK_GRACE_S = 0.25  # how long lock() retries a taken lock: another process's check() holds it for an instant
 log = logging.getLogger("base_bench")
+
+
+def platform_problem() -> str | None:
+    """Why this platform cannot keep a run folder safe, in one line; None where it can (Linux, macOS)."""
+    missing = [name for name, present in NEEDED.items() if not present()]
+    if not missing:
+        return None
+    names = missing[0] if len(missing) == 1 else ", ".join(missing[:-1]) + " and " + missing[-1]
+    return (
+        f"this platform lacks {names}, which {'keeps' if len(missing) == 1 else 'keep'} a run folder safe; "
+        "run under Linux, macOS, or Windows "
+        "through WSL 2 (evaluate() without out_dir, compare, leaderboard and explore work without them)"
+    )
+
+
+def check_platform() -> None:
+    """RunError (one line) where a run folder cannot be kept safe (`platform_problem`)."""
+    problem = platform_problem()
+    if problem:
+        raise RunError(problem)
 
 
 def signature_hash(signature: dict) -> str:
@@ -123,6 +157,7 @@ class RunStore:
         """Raise RunError unless a run with `signature` may start here (or, with `resume`, continue
         the one here): not a file, not in use by another process, no run to overwrite, the same
         signature, no damaged line. Changes nothing; call it before loading a model, to fail fast."""
+        check_platform()
         if self.dir.exists() and not self.dir.is_dir():
             raise RunError(f"out-dir {self.dir} is a file, not a directory")
         if self.dir.is_dir():
@@ -355,6 +390,7 @@ class RunStore:
     def _acquire(self) -> int | None:
         """The locked file descriptor, with our PID, host and time written in the file; None if the
         file system has no flock (a warning then says that the out-dir is not protected)."""
+        check_platform()
         path = self.path(LOCK)
         try:
             self.dir.mkdir(parents=True, exist_ok=True)

@@ -387,7 +387,8 @@ def write_atomic(path: str | Path, data: str | bytes, redacted: bool = True) -> 
 
     A reader (or a crash) sees the old file or the new one, never a part of either. The temporary
     file is made by mkstemp (O_EXCL, a random name, so no planted link is followed and no other
-    writer shares it), with the mode a plain open would give (0666 less the umask). The folder must
+    writer shares it), with the mode a plain open would give (0666 less the umask; where there is
+    no os.fchmod, as on Windows, the mode mkstemp gave). The folder must
     exist. If the write fails (a full disk, an I/O error), the OSError is raised and the temporary
     file is removed. Every secret registered with base_bench.redact is removed from `data` first,
     unless `redacted` is False: bytes that must be written as they are (`store export` writes back
@@ -401,7 +402,8 @@ def write_atomic(path: str | Path, data: str | bytes, redacted: bool = True) -> 
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         try:
-            os.fchmod(fd, 0o666 & ~_umask())
+            if hasattr(os, "fchmod"):  # not on Windows, where a file's mode is only its read-only flag
+                os.fchmod(fd, 0o666 & ~_umask())
             write_all(fd, blob)
             os.fsync(fd)
         finally:
