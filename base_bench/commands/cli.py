@@ -14,7 +14,7 @@ lock is released, and a line says how many are saved.
 With --store URL (or $BASE_BENCH_STORE) the run's result is also written to that results store
 (SQLite or PostgreSQL) once its files are; --group, --step, --tokens and --tag label the run, in
 report.json and in the store. The store URL and the labels are checked before any model is loaded.
-Subcommands (`compare`, `leaderboard`, `explore`, `rescore`, `trajectory`, `contamination`, `store`) are routed to their own modules.
+Subcommands (`compare`, `leaderboard`, `explore`, `rescore`, `trajectory`, `contamination`, `store`, `sweep`, `data`) are routed to their own modules.
 The run's flags (`build_parser`) live in runflags.py, which `base-bench sweep` shares.
 """
 
@@ -36,7 +36,17 @@ from ..loading import rank_device as _rank_device  # noqa: F401 - imported from 
 from .cliargs import EXIT_STORAGE, EXIT_STORE, EXIT_USAGE, data_choice, fail, key_values
 from .runflags import build_parser  # the run's flags (base-bench sweep takes them too); imported from here too
 
-SUBCOMMANDS = ("compare", "leaderboard", "explore", "rescore", "trajectory", "contamination", "store", "sweep")
+SUBCOMMANDS = (
+    "compare",
+    "leaderboard",
+    "explore",
+    "rescore",
+    "trajectory",
+    "contamination",
+    "store",
+    "sweep",
+    "data",
+)
 
 
 def _read_flag(read):
@@ -53,6 +63,9 @@ def run(args) -> int:
     the flags, names the data (the first line a run says), loads the model and scores it; then the
     report, by rank 0. A run whose row could not be written to the --store still has its files: the
     summary, then one error line, and EXIT_STORE."""
+    from ..engine.runstore import check_platform
+
+    check_platform()  # a run writes its folder: refused at once where one cannot be kept safe (Windows)
     args.model_args = _read_flag(lambda: key_values(args.model_arg, "--model-arg"))
     args.vllm_args = _read_flag(lambda: key_values(args.vllm_arg, "--vllm-arg"))
     args.data_spec = _read_flag(lambda: data_choice(args, HUB))

@@ -161,6 +161,12 @@ def fetch_official_data(
                         f"{_not_cached(f'{card.HUB_DATA_FILE} of {card.HUB_DATASET}')}. {LOCAL_HINT}"
                     ) from None
                 raise HubError(f"cannot reach the Hugging Face Hub to fetch {card.HUB_DATASET}. {LOCAL_HINT}") from None
+            if isinstance(exc, hf_errors.RevisionNotFoundError):
+                raise HubError(f"dataset {card.HUB_DATASET} has no revision {revision or 'main'!r}") from None
+            if isinstance(exc, hf_errors.EntryNotFoundError):
+                raise HubError(
+                    f"dataset {card.HUB_DATASET} has no file {card.HUB_DATA_FILE} at revision {revision or 'main'}"
+                ) from None
             if _refused(exc):
                 reasons.append(_why_refused(source, exc))
                 continue
