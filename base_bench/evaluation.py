@@ -242,7 +242,13 @@ def _evaluate(
     backend = setup.backend
     identity = _shared_identity(setup.identity, backend, ranks)
     signature = run_signature(
-        identity, setup.source.dataset.sha256, add_bos, backend.dtype, backend.device, backend.name
+        identity,
+        setup.source.dataset.sha256,
+        add_bos,
+        backend.dtype,
+        backend.device,
+        backend.name,
+        getattr(backend, "signature_settings", None),
     )
     ranks.check_same(
         {
@@ -519,13 +525,21 @@ def _appenders(store: RunStore | None, out_dir, ranks: Ranks) -> dict:
 
 
 def run_signature(
-    identity: dict, data_sha256: str, add_bos: bool, dtype: str, device, backend: str = "transformers"
+    identity: dict,
+    data_sha256: str,
+    add_bos: bool,
+    dtype: str,
+    device,
+    backend: str = "transformers",
+    settings: dict | None = None,
 ) -> dict:
     """Everything that changes a score, as --resume checks it (batch size, threads, limit and
     limit_per_category do not).
     The backend is named for every backend but transformers, the first one, so that runs started
-    before there were backends still resume."""
+    before there were backends still resume. `settings`: a backend's settings that change its scores,
+    given only where they differ from its defaults (llama.cpp's n_gpu_layers), for the same reason."""
     extra = {} if backend == "transformers" else {"backend": backend}
+    extra.update(settings or {})
     return {
         "benchmark": f"BananaMind Base Bench {card.VERSION}",
         "scoring": SCORING_VERSION,

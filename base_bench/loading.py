@@ -278,12 +278,17 @@ def _regular_inside(path: Path, root: Path) -> Path | None:
 
 
 def prefetch_files(model_spec: str) -> list[Path]:
-    """The files `prefetch` reads for `model_spec`: a local .gguf file, or the *.safetensors and
-    *.bin files of a local model folder (regular files inside it: a link out of it is passed over);
-    none for anything else (a Hub id, a path that is not there)."""
+    """The files `prefetch` reads for `model_spec`: a local GGUF file (an Ollama model's blob), or the
+    *.safetensors and *.bin files of a local model folder (regular files inside it: a link out of it is
+    passed over); none for anything else (a Hub id, a path that is not there)."""
+    from .backends import ollama
+    from .backends.locate import names_gguf
+
     try:
         p = Path(model_spec).expanduser()
-        if model_spec.lower().endswith(".gguf"):
+        if ollama.is_ollama(model_spec):
+            p = ollama.blob_of(model_spec) or Path("/nonexistent")
+        if names_gguf(model_spec):
             real = p.resolve(strict=True)
             return [real] if stat.S_ISREG(os.stat(real).st_mode) else []
         if not p.is_dir():
@@ -326,6 +331,9 @@ def default_out_dir(model: str, peft: str | None = None, gguf_file: str | None =
 
     def short(spec: str) -> str:
         name = Path(spec.rstrip("/")).name
+        if spec.startswith("ollama:"):  # ollama:[HOST/][NAMESPACE/]MODEL[:TAG] -> MODEL-TAG
+            model, _, tag = spec.rpartition("/")[2].removeprefix("ollama:").partition(":")
+            name = f"{model}-{tag or 'latest'}"
         if name.lower().endswith(".gguf"):
             name = name[:-5]
         return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-").lower() or "model"
@@ -384,6 +392,7 @@ def run(args, *, speak: bool = True, on_scored=None) -> Scored:
             f"--max-spread is the start-up check's limit for --backend server and --backend vllm; --backend "
             f"{args.backend} has no such check"
         )
+    check_backend_flags(args)
     model_args = _read(args, "model_args", ("model_arg",), {})
     check_server_flags(args, model_args)
     check_vllm_flags(args)
@@ -396,6 +405,7 @@ def run(args, *, speak: bool = True, on_scored=None) -> Scored:
     check_request(args.gguf_file, model_args)
     import torch
 
+    from .backends import memory_check
     from .backends import transformers as tb
     from .backends.adapters import apply_adapter, locate_adapter
     from .engine.distributed import init_from_env, world_from_env
@@ -412,6 +422,9 @@ def run(args, *, speak: bool = True, on_scored=None) -> Scored:
             dtype = tb.resolve_dtype(args.dtype, device)
             if args.threads:
                 torch.set_num_threads(args.threads)
+            fits = dict(use_cache=not args.no_cache, placed=placement is not None)
+            if not getattr(args, "force_load", False):  # a GGUF too big for memory: before its fingerprint
+                memory_check.check_model(args.model, dtype, **fits)
             located = tb.locate_model(
                 args.model,
                 revision=args.revision,
@@ -432,6 +445,8 @@ def run(args, *, speak: bool = True, on_scored=None) -> Scored:
                     run_signature(identity, source.dataset.sha256, args.add_bos, tb.dtype_name(dtype), device),
                     args.resume,
                 )
+            if not getattr(args, "force_load", False):  # converting it (no cache entry) needs more
+                memory_check.check_model(args.model, dtype, **fits, located=located)
         t0 = time.perf_counter()
         use_cache = not args.no_cache
         with ranks.together():
@@ -549,7 +564,7 @@ def run_llama_cpp(args, model_args: dict, speak: bool = True, on_scored=None) ->
     (tests/test_no_torch.py)."""
     from .backends import llama_cpp
     from .backends.gguf_file import read_header
-    from .backends.locate import check_request, locate_model
+    from .backends.locate import check_request, locate_model, names_gguf
     from .engine.distributed import world_from_env
     from .engine.runstore import RunStore
     from .errors import ModelError, UsageError
@@ -570,22 +585,31 @@ def run_llama_cpp(args, model_args: dict, speak: bool = True, on_scored=None) ->
             "--backend llama.cpp runs in one process; torchrun is for the transformers backend "
             "(give llama.cpp more cores with --threads)"
         )
+    layers = getattr(args, "n_gpu_layers", None)  # getattr: a sweep's stored flags may predate it
+    llama_cpp.check_layers(args.device, layers)
     check_request(args.gguf_file)
     out_dir = resolve_out_dir(args)
     source = open_data(args)
-    if not args.gguf_file and not args.model.lower().endswith(".gguf"):
+    if not args.gguf_file and not names_gguf(args.model):
         raise UsageError(
-            f"--backend llama.cpp scores a .gguf file; --model {args.model} is not one (give a Hub repo's "
-            "file with --gguf-file NAME, or use --backend transformers for a Hub id or a model directory)"
+            f"--backend llama.cpp scores a .gguf file (or ollama:NAME[:TAG]); --model {args.model} is not one "
+            "(give a Hub repo's file with --gguf-file NAME, or use --backend transformers for a Hub id or a model "
+            "directory)"
         )
     located = locate_model(
         args.model, revision=args.revision, token=source.token, gguf_file=args.gguf_file, use_cache=not args.no_cache
     )
     header = read_header(Path(located.info["path"]))  # not a GGUF, truncated: one line, before loading
-    device = llama_cpp.gpu_offload(args.device)[2]
+    n_gpu, _, device = llama_cpp.gpu_offload(args.device, layers)
     RunStore(out_dir).check(
         run_signature(
-            located.identity(), source.dataset.sha256, args.add_bos, header.file_type or "unknown", device, "llama.cpp"
+            located.identity(),
+            source.dataset.sha256,
+            args.add_bos,
+            header.file_type or "unknown",
+            device,
+            "llama.cpp",
+            llama_cpp.offload_setting(n_gpu, device, llama_cpp.block_count(header)),
         ),
         args.resume,
     )
@@ -594,13 +618,14 @@ def run_llama_cpp(args, model_args: dict, speak: bool = True, on_scored=None) ->
     # which then does not come on top of the model's pages (the run's peak drops by about as much).
     path, threads, use_cache = located.info["path"], args.threads, not args.no_cache
     backend_class = llama_cpp.LlamaCppBackend
+    where = dict(device=args.device, threads=threads, use_cache=use_cache, n_gpu_layers=layers)
     try:
         tokenizer, cache = llama_cpp.load_tokenizer(path, use_cache=use_cache)
     except ModelError:
-        backend_class.load(path, device=args.device, threads=threads, use_cache=use_cache)  # llama.cpp's reason first
+        backend_class.load(path, **where)  # llama.cpp's reason first
         raise
     _count("tokenizers")
-    backend = backend_class.load(path, device=args.device, threads=threads, use_cache=use_cache)
+    backend = backend_class.load(path, **where)
     _count("models")
     info = {
         **located.info,
@@ -611,6 +636,23 @@ def run_llama_cpp(args, model_args: dict, speak: bool = True, on_scored=None) ->
         "load_s": round(time.perf_counter() - t0, 3),
     }
     return _score(args, backend, tokenizer, source, out_dir, info, speak=speak, on_scored=on_scored)
+
+
+def check_backend_flags(args) -> None:
+    """--n-gpu-layers is llama.cpp's, --force-load the transformers backend's (its GGUF memory check)."""
+    from .errors import UsageError
+
+    layers = getattr(args, "n_gpu_layers", None)  # getattr: a sweep's stored flags may predate them
+    if layers is not None and args.backend != "llama.cpp":
+        raise UsageError(
+            f"--n-gpu-layers sets how many layers llama.cpp offloads to the GPU; it works with --backend "
+            f"llama.cpp only, not --backend {args.backend}"
+        )
+    if getattr(args, "force_load", False) and args.backend != "transformers":
+        raise UsageError(
+            f"--force-load skips the memory check of the transformers backend, which expands a GGUF to "
+            f"floats; --backend {args.backend} expands nothing"
+        )
 
 
 def check_server_flags(args, model_args: dict) -> None:

@@ -43,6 +43,8 @@ NAMES = [  # (model, revision, readable start)
     ("/models/base.gguf", None, "models-base-"),
     ("org/Model-X", "step1000", "org-model-x-step1000-"),
     ("/a b/ünï côdé", None, "a-b-n-c-d-"),
+    ("ollama:smollm2:135m", None, "ollama-smollm2-135m-"),
+    ("ollama:hf.co/org/Foo-GGUF:Q4_K_M", None, "ollama-hf.co-org-foo-gguf-q4_k_m-"),
 ]
 
 
@@ -88,6 +90,8 @@ def test_expand_globs_paths_hub_ids_and_a_models_file(tmp_path, monkeypatch):
         (["ckpt-*"], "no model matches"),
         (["org/name@"], "revision after @"),
         ([" "], "empty MODEL"),
+        (["ollama:../x"], "not an Ollama model name"),
+        (["ollama:smollm2@sha256:ab"], "not an Ollama model name"),
     ],
 )
 def test_bad_models_are_refused_in_one_line(tmp_path, monkeypatch, models, words):
@@ -95,6 +99,17 @@ def test_bad_models_are_refused_in_one_line(tmp_path, monkeypatch, models, words
     with pytest.raises(UsageError) as e:
         expand(models)
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_ollama_models_are_members_under_the_names_ollama_list_shows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no store needed: a member is found when its run starts
+    got = expand(
+        ["ollama:smollm2:135m", "ollama:smollm2", "ollama:smollm2:latest", "ollama:registry.ollama.ai/me/m:v1"]
+    )
+    assert got == [("ollama:smollm2:135m", None), ("ollama:smollm2:latest", None), ("ollama:me/m:v1", None)]
+    m = member(*got[0], tokens_per_step=10)
+    assert (m.model, m.step, m.tokens, m.local) == ("ollama:smollm2:135m", None, None, False)
+    assert m.name.startswith("ollama-smollm2-135m-") and m.name != member(*got[1]).name
 
 
 def test_a_glob_that_matches_nothing_is_fine_for_a_watch(tmp_path, monkeypatch):

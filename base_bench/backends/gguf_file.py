@@ -3,6 +3,7 @@
     info = read_header(Path("model.gguf"))     # GGUFHeader; ModelError if it is not a usable GGUF
     info.architecture, info.file_type           # 'llama', 'Q4_1' ('Q4_K_M', 'F16', ...)
     info.metadata["tokenizer.ggml.add_bos_token"]
+    info.n_elements, info.float_bytes(4)        # the weights' element count; their size as float32
 
 Both backends check a .gguf with this before handing it to their loader: the `gguf` package
 (transformers' reader) fails on a truncated file with "unpack_from requires a buffer of at least
@@ -12,7 +13,9 @@ its tensor table or the last byte of its tensor data is "truncated", with the si
 
 Only the header is parsed, in pure Python: the magic, the version, the key-value metadata (scalars
 kept, arrays skipped but for their length, so a 250k-token vocabulary costs a fraction of a second),
-the tensor table, and the alignment; the tensor data is not read. The file type is the one the file
+the tensor table (each tensor's element count, summed: `n_elements`), and the alignment; the tensor
+data is not read. So the size a model takes once dequantized (`float_bytes`, for the transformers
+backend's memory check, memory_check.py) is known from the header alone, before anything is converted. The file type is the one the file
 states (`general.file_type`, a llama.cpp `LLAMA_FTYPE_*`, named as llama.cpp's quantize tool names
 it: Q4_K_M, not MOSTLY_Q4_K_M); None when the file states none.
 
@@ -59,6 +62,7 @@ class GGUFHeader:
     data_start: int
     data_end: int  # the byte after the last tensor's data
     file_size: int
+    n_elements: int = 0  # the elements of every tensor, summed (each bounded by the file's size)
 
     @property
     def architecture(self) -> str | None:
@@ -72,6 +76,11 @@ class GGUFHeader:
     def add_bos_token(self) -> bool | None:
         v = self.metadata.get("tokenizer.ggml.add_bos_token")
         return bool(v) if v is not None else None
+
+    def float_bytes(self, bytes_per_element: int) -> int:
+        """The tensors' size once dequantized to a float type of `bytes_per_element` bytes (4 for
+        float32, 2 for bfloat16 and float16): what the transformers backend holds in memory."""
+        return self.n_elements * bytes_per_element
 
 
 def file_type_name(ftype) -> str | None:
@@ -180,10 +189,11 @@ def _parse(path: Path, buf, size: int) -> GGUFHeader:
             vtype = r.take("I")
             meta[key] = _value(r, vtype, cnt, path, key)
         where = "tensor table"
-        end = 0
+        end = elements = 0
         for _ in range(r.count(n_tensors, w + 4 + 4 + 8)):  # name length, n_dims, type, offset at least
             name = r.string(cnt)
-            end = max(end, _tensor_end(r, cnt, path, name, size))
+            stop, n = _tensor_end(r, cnt, path, name, size)
+            end, elements = max(end, stop), elements + n
     except _Truncated:
         raise ModelError(f"{path}: the GGUF file is truncated: it ends inside its {where}, at {size} bytes") from None
     except _Damaged as exc:
@@ -198,11 +208,12 @@ def _parse(path: Path, buf, size: int) -> GGUFHeader:
             f"{path}: the GGUF file is truncated: it has {size} bytes, and its tensors end at byte "
             f"{data_end} ({data_end - size} bytes missing); download or copy it again"
         )
-    return GGUFHeader(str(path), version, n_tensors, meta, data_start, data_end, size)
+    return GGUFHeader(str(path), version, n_tensors, meta, data_start, data_end, size, elements)
 
 
-def _tensor_end(r: _Reader, cnt: str, path: Path, name: str, size: int) -> int:
-    """Read one tensor's dimensions, type and offset; return where its data ends (from the data start).
+def _tensor_end(r: _Reader, cnt: str, path: Path, name: str, size: int) -> tuple[int, int]:
+    """Read one tensor's dimensions, type and offset; return where its data ends (from the data
+    start) and its element count.
 
     A tensor is refused when it has more than GGML_MAX_DIMS dimensions or an unknown type, or when its
     element count or byte size exceeds the whole file. Each dimension is bounded before they are
@@ -224,7 +235,7 @@ def _tensor_end(r: _Reader, cnt: str, path: Path, name: str, size: int) -> int:
         n *= d
     else:
         if n <= most and n // block * type_size <= size:
-            return offset + n // block * type_size
+            return offset + n // block * type_size, n
     shape = "x".join(map(str, dims))
     raise _Damaged(f"tensor {shown(name)} of shape {shape[:80]} holds more data than the whole file ({size} bytes)")
 

@@ -3,6 +3,7 @@
     from base_bench.backends.identity import fingerprint, weights_fingerprint, package_version
     fingerprint(Path("model.gguf"))       # content fingerprint of a file or a directory (whole content)
     file_digest(Path("model.gguf"))       # SHA-256 of one file, remembered by its stat in the cache root
+    file_digest(Path(blob), plain=True)   # (that, the plain SHA-256 of its content), read once for both
     weights_fingerprint(model)            # of a model in memory, without copying it
     tensors_fingerprint(state_dict)       # the same, of named tensors (an adapter's weights)
     package_version("transformers")       # '5.17.0', or None when not installed
@@ -39,7 +40,8 @@ MEMO_FILE = "file-digests.json"  # in the cache root: digests remembered by the 
 MEMO_MAX_ENTRIES = 4096  # the oldest are dropped beyond this
 MEMO_MAX_BYTES = 4 << 20  # a larger memo file is not read (4096 entries take about 0.5 MB)
 RACY_S = 2.0  # a file changed less than this before it was hashed is not remembered
-_STAT_KEY = re.compile(r"\d{1,20}(:-?\d{1,20}){4}")
+PLAIN = ":sha256"  # a memo key's suffix for the plain SHA-256 of the content (what names an Ollama blob)
+_STAT_KEY = re.compile(r"\d{1,20}(:-?\d{1,20}){4}(:sha256)?")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _seen: dict[str, str] = {}  # this process's memo: stat key -> digest
 
@@ -53,7 +55,8 @@ def _stat_key(st: os.stat_result) -> str:
 
 class _DiskMemo:
     """Digests remembered across processes, in MEMO_FILE under the cache root: {"format": 1,
-    "digests": {stat key: [sha256 hex, unix time hashed]}}. Read as untrusted input: only when the
+    "digests": {stat key: [sha256 hex, unix time hashed]}} (a stat key ending in PLAIN holds the plain
+    SHA-256 of the content, `file_digest(..., plain=True)`). Read as untrusted input: only when the
     file and the root pass cachedir.distrust, up to MEMO_MAX_BYTES, keeping only well-formed
     entries. Written atomically (a temporary file renamed over it); at most MEMO_MAX_ENTRIES, the
     most recently hashed kept. Two processes writing at once may lose each other's new entries,
@@ -127,38 +130,50 @@ class _DiskMemo:
         self.new = {}
 
 
-def _hash_content(f, size: int) -> str:
-    """SHA-256 of the size and of every byte of the open file `f`: the one place a file is read."""
+def _hash_content(f, size: int, plain=None) -> str:
+    """SHA-256 of the size and of every byte of the open file `f`: the one place a file is read.
+    `plain`, a hashlib object, is fed every byte too."""
     h = hashlib.sha256(f"{size}\n".encode())
     for chunk in iter(lambda: f.read(1 << 20), b""):
         h.update(chunk)
+        if plain is not None:
+            plain.update(chunk)
     return h.hexdigest()
 
 
-def _digest(path: Path, memo: _DiskMemo | None, settled: bool = False) -> str:
+def _digest(path: Path, memo: _DiskMemo | None, settled: bool = False, plain: bool = False):
+    """The file's digest; with `plain`, (digest, plain SHA-256 of its content), both from one read."""
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
         key = _stat_key(st)
-        known = _seen.get(key) or (memo.get(key) if memo is not None else None)
-        if known:
-            _seen[key] = known
-            return known
+        keys = (key, key + PLAIN) if plain else (key,)
+        known = [_seen.get(k) or (memo.get(k) if memo is not None else None) for k in keys]
+        if all(known):
+            _seen.update(zip(keys, known))
+            return tuple(known) if plain else known[0]
         started = time.time()
-        digest = _hash_content(f, st.st_size)
+        if plain:
+            both = hashlib.sha256()
+            got = [_hash_content(f, st.st_size, both), both.hexdigest()]
+        else:
+            got = [_hash_content(f, st.st_size)]
         after = _stat_key(os.fstat(f.fileno()))
     # remembered only if the file did not change while it was read, and had not changed just before
     # (within one tick of its clock, a change would leave mtime and ctime as they were: "racy git")
     if after == key and (settled or started - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 >= RACY_S):
-        while len(_seen) >= MEMO_MAX_ENTRIES:
-            del _seen[next(iter(_seen))]
-        _seen[key] = digest
-        if memo is not None:
-            memo.put(key, digest)
-    return digest
+        for k, digest in zip(keys, got):
+            while len(_seen) >= MEMO_MAX_ENTRIES:
+                del _seen[next(iter(_seen))]
+            _seen[k] = digest
+            if memo is not None:
+                memo.put(k, digest)
+    return tuple(got) if plain else got[0]
 
 
-def file_digest(path: Path, remember: bool = True, settled: bool = False) -> str:
-    """SHA-256 (hex) of a file's size and its whole content.
+def file_digest(path: Path, remember: bool = True, settled: bool = False, plain: bool = False):
+    """SHA-256 (hex) of a file's size and its whole content; with `plain`, (that, the plain SHA-256
+    of the content), from one read of the file (a blob named by its SHA-256 is checked and
+    fingerprinted at once), both remembered alike.
 
     Remembered by the file's device, inode, size, mtime and ctime (`_stat_key`), in this process and,
     with `remember`, in MEMO_FILE under the cache root, so that a file is read once, not at every run
@@ -169,7 +184,7 @@ def file_digest(path: Path, remember: bool = True, settled: bool = False) -> str
     """
     memo = _DiskMemo() if remember else None
     try:
-        return _digest(Path(path), memo, settled)
+        return _digest(Path(path), memo, settled, plain)
     finally:
         if memo is not None:
             memo.save()
@@ -181,7 +196,7 @@ def fingerprint(path: Path, remember: bool = True) -> str:
     count for a file, so a moved or renamed model keeps its fingerprint. `remember` as in
     `file_digest`."""
     if path.is_file():
-        return hashlib.sha256(f"{FINGERPRINT_SCHEME}\n{file_digest(path, remember)}".encode()).hexdigest()[:32]
+        return file_fingerprint(file_digest(path, remember))
     memo = _DiskMemo() if remember else None
     h = hashlib.sha256(f"{FINGERPRINT_SCHEME} dir\n".encode())
     try:
@@ -191,6 +206,11 @@ def fingerprint(path: Path, remember: bool = True) -> str:
         if memo is not None:
             memo.save()
     return h.hexdigest()[:32]
+
+
+def file_fingerprint(digest: str) -> str:
+    """`fingerprint` of a file whose `file_digest` is `digest`."""
+    return hashlib.sha256(f"{FINGERPRINT_SCHEME}\n{digest}".encode()).hexdigest()[:32]
 
 
 def weights_fingerprint(model) -> str:

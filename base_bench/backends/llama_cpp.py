@@ -39,7 +39,9 @@ three real items at start-up, as the transformers backend checks packing, and fa
 plain path (with a note) when they differ, say on a GPU build.
 
 Devices: `device="cpu"` keeps every layer on the CPU; "cuda", "cuda:N" or "mps" offload every layer
-when llama-cpp-python was built with GPU support, else ModelError. `threads` sets llama.cpp's
+when llama-cpp-python was built with GPU support, else ModelError; `n_gpu_layers=N` (--n-gpu-layers)
+offloads only N of them, for a model larger than the GPU's memory, and a value other than the
+default enters the resume signature (`offload_setting`). `threads` sets llama.cpp's
 threads for prompt processing and generation. Bad files get one line (ModelError): not a GGUF,
 truncated (from `gguf_file.read_header`), an architecture this llama.cpp does not know, or
 llama.cpp's own last error. llama.cpp's log is silenced (its errors are kept for those messages).
@@ -114,15 +116,37 @@ def llama_cpp_version() -> str | None:
 # ----------------------------------------------------------------------------- devices and loading
 
 
-def gpu_offload(device: str) -> tuple[int, int, str]:
-    """(n_gpu_layers, main_gpu, device name) for a --device value; ModelError when it asks for
-    a GPU that this llama-cpp-python cannot use."""
+def check_layers(device: str, n_gpu_layers: int | None) -> None:
+    """UsageError for an --n-gpu-layers that cannot apply: below 0, or above 0 with --device cpu."""
+    if n_gpu_layers is None:
+        return
+    if isinstance(n_gpu_layers, bool) or not isinstance(n_gpu_layers, int) or n_gpu_layers < 0:
+        raise UsageError(f"--n-gpu-layers takes a whole number of 0 or more, not {n_gpu_layers!r}")
+    if n_gpu_layers and device == "cpu":
+        raise UsageError(
+            f"--n-gpu-layers {n_gpu_layers} offloads layers to a GPU, and --device cpu keeps every layer on "
+            "the CPU; drop --n-gpu-layers, or pick a GPU with --device"
+        )
+
+
+def gpu_offload(device: str, n_gpu_layers: int | None = None) -> tuple[int, int, str]:
+    """(n_gpu_layers, main_gpu, device name) for a --device value and --n-gpu-layers (None: every
+    layer on a GPU); ModelError when it asks for a GPU that this llama-cpp-python cannot use,
+    UsageError for layers to offload with no GPU to take them."""
+    check_layers(device, n_gpu_layers)
     L = lib()
     gpu = bool(L.llama_supports_gpu_offload())
     if device == "cpu" or (device == "auto" and not gpu):
+        if n_gpu_layers:
+            raise UsageError(
+                f"--n-gpu-layers {n_gpu_layers}: this llama-cpp-python was built without GPU support, so "
+                "every layer runs on the CPU; drop --n-gpu-layers, or rebuild it with GPU support (see "
+                "docs/backends.md)"
+            )
         return 0, 0, "cpu"
+    layers = GPU_ALL_LAYERS if n_gpu_layers is None else n_gpu_layers
     if device == "auto":
-        return GPU_ALL_LAYERS, 0, "mps" if sys.platform == "darwin" else "cuda"
+        return layers, 0, "mps" if sys.platform == "darwin" else "cuda"
     if device in ("cuda", "mps") or device.startswith("cuda:"):
         if not gpu:
             raise ModelError(
@@ -132,8 +156,26 @@ def gpu_offload(device: str) -> tuple[int, int, str]:
         idx = device.partition(":")[2]
         if idx and not idx.isdigit():
             raise ModelError(f"--device {device!r}: expected cuda:N with N a GPU number")
-        return GPU_ALL_LAYERS, int(idx or 0), device
+        return layers, int(idx or 0), device
     raise ModelError(f"--device {device!r} is not one of cpu, cuda, cuda:N, mps, auto")
+
+
+def offload_setting(n_gpu_layers: int, device, n_blocks: int | None = None) -> dict:
+    """What the GPU layers add to the resume signature: nothing for the default (every layer on a
+    GPU, none on the CPU), so that runs started before --n-gpu-layers still resume, and
+    {"n_gpu_layers": N} for any other N (a partly offloaded model computes its layers on two devices).
+    llama.cpp offloads the last N layers, the output layer counted as one: with `n_blocks` (the
+    file's block count) known, an N above it offloads every layer, and is the default."""
+    on_cpu = Device.parse(str(device)).type == "cpu"
+    if n_gpu_layers == (0 if on_cpu else GPU_ALL_LAYERS) or (not on_cpu and n_blocks and n_gpu_layers > n_blocks):
+        return {}
+    return {"n_gpu_layers": n_gpu_layers}
+
+
+def block_count(header: GGUFHeader) -> int | None:
+    """The model's repeating layers as the file states them (`<architecture>.block_count`)."""
+    n = header.metadata.get(f"{header.architecture}.block_count")
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 def _load_error(path: Path, header: GGUFHeader) -> str:
@@ -170,8 +212,10 @@ class LlamaCppBackend(Backend):
         self.path = Path(path)
         self.header = header
         self.threads = int(threads)
-        self.n_gpu_layers = n_gpu_layers
+        self.n_gpu_layers = n_gpu_layers  # as llama.cpp was given it: recorded in the report
         self.device = Device.parse(device)
+        # evaluate() adds it to run_signature
+        self.signature_settings = offload_setting(n_gpu_layers, device, block_count(header))
         self.vocab = L.llama_model_get_vocab(model_ptr)
         self.vocab_size = int(L.llama_vocab_n_tokens(self.vocab))
         self.window = int(L.llama_model_n_ctx_train(model_ptr)) or None
@@ -182,15 +226,24 @@ class LlamaCppBackend(Backend):
         self.remember_digest = True  # False (--no-cache): the fingerprint is not kept in the cache folder
 
     @classmethod
-    def load(cls, path, device: str = "cpu", threads: int | None = None, use_cache: bool = True) -> LlamaCppBackend:
+    def load(
+        cls,
+        path,
+        device: str = "cpu",
+        threads: int | None = None,
+        use_cache: bool = True,
+        n_gpu_layers: int | None = None,
+    ) -> LlamaCppBackend:
         """Load the GGUF at `path` with llama.cpp; ModelError (one line) if it cannot be. With
-        `use_cache` False (--no-cache) its fingerprint is not remembered in the cache folder."""
+        `use_cache` False (--no-cache) its fingerprint is not remembered in the cache folder.
+        `n_gpu_layers` (--n-gpu-layers): the layers offloaded to a GPU `device` (None: every one)."""
+        check_layers(device, n_gpu_layers)
         path = Path(path).expanduser()
         if not path.is_file():
             raise ModelError(f"{path}: no such GGUF file")
         header = read_header(path)
         L = lib()
-        n_gpu, main_gpu, dev = gpu_offload(device)
+        n_gpu, main_gpu, dev = gpu_offload(device, n_gpu_layers)
         mp = L.llama_model_default_params()
         mp.n_gpu_layers = n_gpu
         mp.main_gpu = main_gpu

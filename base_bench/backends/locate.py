@@ -1,6 +1,7 @@
 """Where a --model value points, found (and, for a Hub id, downloaded) but not loaded: no model library needed.
 
     located = locate_model("path/or/id/or/file.gguf", revision=None, token=None)
+    located = locate_model("ollama:smollm2:135m")   # a model in Ollama's store (ollama.py): its GGUF blob
     located.kind        # "gguf", "dir" or "hub" (`classify`)
     located.identity()  # what names the weights in the resume signature
     located.info        # spec, kind, path, revision, fingerprint: what report.json records
@@ -16,11 +17,34 @@ from pathlib import Path
 
 from ..errors import ModelError, UsageError
 from ..items.hub import download_model, download_model_file, gguf_name_problem
-from .identity import FINGERPRINT_SCHEME, fingerprint
+from . import ollama
+from .identity import FINGERPRINT_SCHEME, file_fingerprint, fingerprint
+
+
+def starts_as_gguf(path: Path) -> bool:
+    """The file begins with the GGUF magic (an Ollama blob is a GGUF file without the suffix)."""
+    from .gguf_file import MAGIC
+
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
+def names_gguf(spec: str) -> bool:
+    """The --model value names a GGUF file: a `.gguf` path, an Ollama model (`ollama:NAME[:TAG]`), or
+    an existing file that starts with the GGUF magic; no file is looked up but that one."""
+    if spec.lower().endswith(".gguf") or ollama.is_ollama(spec):
+        return True
+    p = Path(spec).expanduser()
+    return p.is_file() and starts_as_gguf(p)
 
 
 def classify(spec: str) -> str:
     """'gguf', 'dir' or 'hub' for a --model value; raise ModelError for a path that is not there."""
+    if ollama.is_ollama(spec):
+        return "gguf"  # the store is read by locate_model
     p = Path(spec).expanduser()
     if spec.lower().endswith(".gguf"):
         if not p.is_file():
@@ -30,9 +54,12 @@ def classify(spec: str) -> str:
         if not (p / "config.json").is_file():
             raise ModelError(f"--model {spec}: the directory has no config.json, so it is not a model export")
         return "dir"
+    if p.is_file() and starts_as_gguf(p):
+        return "gguf"  # a GGUF file without the suffix, such as an Ollama blob
     if p.exists():
         raise ModelError(
-            f"--model {spec}: a file that is not a .gguf; give a model directory, a .gguf file or a Hub id"
+            f"--model {spec}: a file that is neither a .gguf nor a GGUF file (it does not start with the GGUF "
+            "magic); give a model directory, a GGUF file, ollama:NAME[:TAG] or a Hub id"
         )
     # A Hub id is "name" or "org/name"; anything else that does not exist is a mistyped path.
     looks_like_path = spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
@@ -128,10 +155,17 @@ def locate_model(
         where, commit = download_model(spec, revision=revision, token=token)
         info.update(path=None, revision=commit, fingerprint=None)
     else:
+        digest = None  # identity.file_digest of the file, when it is known already
         if gguf_file:  # only that file, into the Hugging Face cache; then a local .gguf like any other
             local, commit = download_model_file(spec, gguf_file, revision=revision, token=token)
             p, kind = Path(local), "gguf"  # the snapshot's path, which keeps the file's name (not the blob's)
             info.update(kind=kind, hub={"id": spec, "file": gguf_file, "revision": commit})
+        elif ollama.is_ollama(spec):  # the blob, checked against its digest: then a GGUF file like any other
+            if revision:
+                raise ModelError("--revision applies to Hub models only; an Ollama model is named by its tag")
+            found = ollama.find(spec, remember=use_cache)
+            p, commit, digest = found.blob, None, found.file_digest
+            info["ollama"] = found.info
         else:
             p, commit = Path(spec).expanduser().resolve(), None
             if revision:
@@ -143,6 +177,7 @@ def locate_model(
             where, kwargs["gguf_file"] = str(p.parent), p.name
         else:
             where = str(p)
-        info.update(path=str(p), revision=commit, fingerprint=fingerprint(p, remember=use_cache))
+        fp = file_fingerprint(digest) if digest else fingerprint(p, remember=use_cache)
+        info.update(path=str(p), revision=commit, fingerprint=fp)
     info["model_args"] = model_args
     return Located(spec, kind, where, kwargs, info, model_args)

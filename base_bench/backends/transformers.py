@@ -152,8 +152,10 @@ def _dispatch(model, placement: Placement):
 def _load_failed(located: Located, exc: Exception) -> ModelError:
     """The one line for a model (or its tokenizer) that transformers could not load."""
     text = str(exc).strip()
-    msg = text.splitlines()[0] if text else type(exc).__name__
-    return ModelError(f"could not load model {located.spec}: {msg[:300]}")
+    msg = (text.splitlines()[0] if text else type(exc).__name__)[:300]
+    if located.info.get("ollama"):
+        msg = msg.rstrip(".") + "; --backend llama.cpp runs an Ollama model's GGUF as it is"
+    return ModelError(f"could not load model {located.spec}: {msg}")
 
 
 def load_tokenizer(located: Located):

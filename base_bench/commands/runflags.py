@@ -49,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         "  base-bench store ingest|list|export|rebuild|upgrade   the results store (SQLite or PostgreSQL);\n"
         "      compare, leaderboard, explore and trajectory read it with --store URL in place of folders\n"
         "  base-bench sweep MODEL... --out-dir DIR   many models (every checkpoint of a training run), each\n"
-        "      an ordinary run, queued in the store, here, on Slurm or on Ray; sweep status|retry DIR",
+        "      an ordinary run, queued in the store, here, on Slurm or on Ray; sweep status|retry DIR\n"
+        "  base-bench data download [--revision R]   the official data into the Hugging Face cache, no model:\n"
+        "      then runs with --data hub work offline (HF_HUB_OFFLINE=1)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -57,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         metavar="MODEL",
         help="what to evaluate: a Hugging Face model id (org/name), a local directory holding a "
-        "transformers export, or a path to a .gguf file",
+        "transformers export, a path to a GGUF file (.gguf, or an Ollama blob), or ollama:NAME[:TAG], a "
+        "model in Ollama's store ($OLLAMA_MODELS, else ~/.ollama/models)",
     )
     p.add_argument(
         "--backend",
@@ -126,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="CPU threads for torch, or for llama.cpp with --backend llama.cpp (default: torch's own "
         "choice, the physical cores)",
+    )
+    p.add_argument(
+        "--n-gpu-layers",
+        type=positive_int("--n-gpu-layers", 0),
+        metavar="N",
+        help="with --backend llama.cpp and a GPU --device: offload N layers to the GPU and run the rest on the "
+        "CPU (llama.cpp's -ngl), for a model larger than the GPU's memory (default: every layer); recorded, "
+        "and in the resume signature when not the default",
     )
     per_pass = p.add_mutually_exclusive_group()
     per_pass.add_argument(
@@ -231,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="neither read nor write the cache folder: converted .gguf models, and the remembered digests "
         "of model files (default: $BASE_BENCH_CACHE, else ~/.cache/base-bench)",
+    )
+    p.add_argument(
+        "--force-load",
+        action="store_true",
+        help="load a .gguf with the transformers backend even where the memory check finds that its float "
+        "weights will not fit in memory (or its cache entry on disk)",
     )
     p.add_argument(
         "--dist-timeout",

@@ -56,8 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
         "models",
         nargs="*",
         metavar="MODEL",
-        help="a Hub id (org/name, or org/name@REVISION), a model folder, a .gguf file, or a quoted glob "
-        "('ckpt/checkpoint-*')",
+        help="a Hub id (org/name, or org/name@REVISION), a model folder, a .gguf file, an Ollama model "
+        "(ollama:NAME[:TAG]), or a quoted glob ('ckpt/checkpoint-*')",
     )
     p.add_argument("--models-file", metavar="FILE", help="more MODELs, one a line (# starts a comment)")
     p.add_argument("--out-dir", required=True, metavar="DIR", help="the sweep's folder: a folder per member, the pages")

@@ -240,6 +240,16 @@ def _adapter_lines(adapter: dict | None) -> list[str]:
     ]
 
 
+def _ollama_lines(found) -> list[str]:
+    """'Ollama model `smollm2:135m`, model layer `sha256:...`, checked against the file.' (--model ollama:...)"""
+    if not isinstance(found, dict):
+        return []
+    return [
+        f"Ollama model {md_code(found.get('name'))}, model layer {md_code(found.get('digest'))}, "
+        "checked against the file."
+    ]
+
+
 def _note_lines(cfg: dict) -> list[str]:
     """The run's notes (BOS, chat model, adapter base model, the engine check's spread), as
     evaluate() printed them."""
@@ -275,6 +285,7 @@ def render_markdown(report: dict) -> str:
         f"device {m(cfg['device'])}, dtype {m(cfg['dtype'])}, add_bos {m(cfg['add_bos'])}, {m(_batch_text(cfg))}, "
         f"scorer {m(cfg['scorer'])}, base-bench {m(cfg['runner_version'])}.",
         *_adapter_lines(cfg["model"].get("adapter")),
+        *_ollama_lines(cfg["model"].get("ollama")),
         *([f"Training step {report['training_step']}."] if "training_step" in report else []),
         *_note_lines(cfg),
         "",

@@ -4,8 +4,8 @@
     members = [member(spec, out_dir, tokens_per_step=4096 * 512) for spec in specs]
     members[0].name, members[0].step        # "ckpt-checkpoint-1000-3fa9c1d2", 1000
 
-A MODEL is anything `base-bench --model` takes (a Hub id, a local folder, a GGUF file), a Hub id
-with a revision (`org/name@step1000`), or a quoted glob (`'ckpt/checkpoint-*'`), which matches
+A MODEL is anything `base-bench --model` takes (a Hub id, a local folder, a GGUF file, an Ollama
+model `ollama:NAME[:TAG]`, kept as `ollama:` and the name `ollama list` shows), a Hub id with a revision (`org/name@step1000`), or a quoted glob (`'ckpt/checkpoint-*'`), which matches
 local paths only and is expanded in sorted order; `--models-file FILE` gives one MODEL a line (`#`
 starts a comment). A local path is kept absolute, so the same checkpoint is the same member
 whichever folder the sweep is started from.
@@ -14,7 +14,8 @@ A member's folder name comes from its own path or id and revision alone, never f
 members exist: a sweep that is resumed or that watches a training run keeps its names. It is the
 last two parts of the path (or the Hub id's name and revision), made safe for a file name, and 8 hex
 digits of the SHA-256 of the whole absolute path (or id@revision), so that two members never share
-a folder: `ckpt/run1/checkpoint-500` -> `run1-checkpoint-500-1c9e2f07`.
+a folder: `ckpt/run1/checkpoint-500` -> `run1-checkpoint-500-1c9e2f07`. An Ollama model's is
+`ollama-` and its name and tag: `ollama:smollm2:135m` -> `ollama-smollm2-135m-` and 8 hex digits.
 
 A member's step comes from the last of its path's last three parts (or its revision) named `checkpoint-N`,
 `step-N`, `stepN`, `step_N`, `global_step_N`, `global_stepN`, `iter_N` or `iter-N` (a Megatron
@@ -32,7 +33,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import ModelError, UsageError
 
 STEP = re.compile(r"^(?:checkpoint|global[-_]?step|step|iter|iteration)[-_]?(\d{1,15})$", re.IGNORECASE)
 GLOB = re.compile(r"[*?\[]")
@@ -113,7 +114,9 @@ def expand(
             continue
         model, rev = _split_revision(spec)
         path = Path(model).expanduser()
-        if path.exists():
+        if model.startswith("ollama:"):
+            out.append((ollama_model(model), None))
+        elif path.exists():
             out.append((str(path.absolute()), rev))
         elif HUB_ID.match(model) and not model.startswith((".", "/", "~")):
             out.append((model, rev))
@@ -126,6 +129,19 @@ def expand(
     return unique
 
 
+def ollama_model(spec: str) -> str:
+    """`ollama:` and the name as `ollama list` shows it (the tag filled in), so that `ollama:smollm2`
+    and `ollama:smollm2:latest` are one member; UsageError for a name Ollama would refuse."""
+    from ..backends.ollama import parse
+
+    try:
+        return "ollama:" + parse(spec).shortest
+    except ModelError:
+        raise UsageError(
+            f"{spec}: not an Ollama model name; give ollama:NAME or ollama:NAME:TAG, as `ollama list` shows them"
+        ) from None
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.").lower()
 
@@ -135,6 +151,8 @@ def member_name(model: str, revision: str | None = None) -> str:
     ident = model + (f"@{revision}" if revision else "")
     digest = hashlib.sha256(ident.encode("utf-8")).hexdigest()[:8]
     parts = [p for p in Path(model).parts if p not in ("/", "")]
+    if model.startswith("ollama:"):  # ollama:[HOST/][NAMESPACE/]MODEL:TAG, whole
+        parts = [model.replace("/", "-")]
     if parts and parts[-1].lower().endswith(".gguf"):
         parts[-1] = parts[-1][:-5]
     readable = _slug("-".join(parts[-2:] + ([revision] if revision else [])))[-60:].strip("-.")
