@@ -238,11 +238,23 @@ def check_model(spec: str, dtype, *, use_cache: bool = True, placed: bool = Fals
         from . import ollama
 
         p = (ollama.blob_of(spec) or Path("/nonexistent")) if ollama.is_ollama(spec) else Path(spec).expanduser()
+        if ollama.is_ollama(spec) and not _header_reads(p):
+            return  # a damaged blob: locating it checks its digest, the better reason to give
         if p.is_file() and (spec.lower().endswith(".gguf") or _starts_as_gguf(p)):  # an Ollama blob has no suffix
             check_gguf(p, dtype, use_cache=use_cache, placed=placed)
     elif located.kind == "gguf":
         fp = located.info["fingerprint"]
         check_gguf(located.info["path"], dtype, use_cache=use_cache, fingerprint=fp, placed=placed)
+
+
+def _header_reads(path: Path) -> bool:
+    from .gguf_file import read_header
+
+    try:
+        read_header(path)
+    except (ModelError, OSError):
+        return False
+    return True
 
 
 def _starts_as_gguf(path: Path) -> bool:
