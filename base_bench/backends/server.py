@@ -15,13 +15,21 @@ folder here or a Hub id.
 
 Before any item is scored (and before anything is written), `connect` (or `open` then `check`):
 - reads `/v1/models` (the served name, its root, its max_model_len) and `/version` where offered;
+  a server recognised as llama.cpp's own llama-server (its `/v1/models` entries are `owned_by:
+  "llamacpp"` with llama.cpp's `meta`, or, where no entry names a root, its `/props` has llama.cpp's
+  `model_path` or `default_generation_settings`) is refused here in one line naming `--backend
+  llama.cpp --model` and the GGUF path it reports: it ignores `echo` and returns no prompt log-probs;
 - probes one request for the protocol (prompt_logprobs or echo), refusing a server that will not
   take token-id prompts (llama-cpp-python's answers HTTP 500);
 - runs the server check (`prompt_logprobs.check_engine`): one log-prob per prompt token, the copy
   and alignment tests, and invariance to batching and cached prefixes;
 and `check_tokenizer(items)` compares the tokenizer with the server's `/tokenize` on every text
-(where offered). While scoring, the token strings the server echoes are compared with the
-tokenizer's too. A mismatch is refused, naming the item.
+(where offered). The text goes in both dialects: as `prompt` (vLLM's field, with
+`add_special_tokens: false`) and as `content` (llama.cpp's, with `add_special: false`); each server
+ignores the other's fields. An empty list of ids for a text that has tokens here is a request the
+server did not understand, said in one line, never read as a tokenizer mismatch. While scoring, the
+token strings the server echoes are compared with the tokenizer's too. A mismatch is refused,
+naming the item.
 
 Faults: connection errors, timeouts (`request_timeout` seconds per request, all of it), HTTP 429
 and 5xx are retried up to `max_retries` times, with exponential backoff (BACKOFF_BASE doubling, at
@@ -89,6 +97,7 @@ MAX_RESPONSE_BYTES = 256 << 20  # an answer larger than this is refused, not rea
 ANSWER_BASE_BYTES = 4 << 20  # an answer's decoded size: at most this ...
 ANSWER_BYTES_PER_TOKEN = 2048  # ... plus this per prompt token sent (vLLM's echo takes about 100)
 MAX_MODEL_LEN = 1 << 24  # a max_model_len above this is not believed
+PROPS_BYTES = 1 << 20  # the most a /props answer (llama.cpp's server: settings and chat templates) may decode to
 # The defaults of ServerBackend and of the command line's --concurrency, --request-timeout and
 # --max-retries: one set, declared here and nowhere else.
 DEFAULT_CONCURRENCY = 8  # requests in flight at once
@@ -311,6 +320,7 @@ class ServerBackend(Backend):
             raise ServerError(
                 f"{self.where} answered /v1/models without a model list; is it an OpenAI-compatible /v1 root?"
             )
+        self._refuse_llama_cpp(entries)
         entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.served_model), None)
         if entry is None:
             names = [_shown_id(e.get("id")) for e in entries[:10] if isinstance(e, dict)]
@@ -336,6 +346,35 @@ class ServerBackend(Backend):
 
         self.expects_bos = tokenizer_adds_bos(self.tokenizer)
         self.model_name = self.root
+
+    def _refuse_llama_cpp(self, entries: list) -> None:
+        """EngineCheckError (one line) where the server is llama.cpp's own llama-server, which ignores
+        `echo` and so returns no prompt log-probs: its /v1/models entries say `owned_by: "llamacpp"`
+        or carry its `meta`; where no entry names a root (vLLM and SGLang name one), /props is asked
+        too. The line names the GGUF file the server reports (/props `model_path`), for --backend
+        llama.cpp."""
+        dicts = [e for e in entries[:100] if isinstance(e, dict)]
+        marked = any(e.get("owned_by") == "llamacpp" or _llama_cpp_meta(e.get("meta")) for e in dicts)
+        if not marked and any(isinstance(e.get("root"), str) and e.get("root") for e in dicts):
+            return
+        props = self._run(self._props())
+        if not (marked or _llama_cpp_props(props)):
+            return
+        path = props.get("model_path") if isinstance(props, dict) else None
+        model = _shown_path(path)
+        raise EngineCheckError(
+            f"{self.where} is llama.cpp's llama-server, which returns no prompt log-probs (it ignores `echo`), so "
+            f"--backend server cannot score it; score the GGUF file it serves with --backend llama.cpp --model {model}"
+        )
+
+    async def _props(self):
+        """llama.cpp's /props (at the server's root), read within PROPS_BYTES; None where the server
+        has none or answers it with an error."""
+        try:
+            url = self._endpoint("/props", root=True)
+            return await self._request("GET", url, None, "/props", optional=True, retry=False, limit=PROPS_BYTES)
+        except ServerError:
+            return None
 
     def check(self) -> dict:
         """The protocol probe, then the server check (prompt_logprobs.check_engine); the record the
@@ -425,6 +464,13 @@ class ServerBackend(Backend):
         for (item, what, _), diff in zip(texts, diffs):
             if diff is not None:
                 ours, theirs, at = diff
+                if theirs == 0:  # the text has tokens: an empty list is a request the server did not read
+                    raise ServerError(
+                        f"{self.where} answered /tokenize with no token ids for item {item}'s {what} ({ours} ids "
+                        "here): it did not understand the request, which gives the text as `prompt` (vLLM's "
+                        "field) and as `content` (llama.cpp's); a server that reads /tokenize otherwise cannot be "
+                        "checked, so the run stops"
+                    )
                 raise ModelError(
                     f"item {item}: the tokenizer does not match the server's: its {what} tokenizes to "
                     f"{ours} ids here and {theirs} on the server, first differing at token {at}; pass "
@@ -648,7 +694,15 @@ class ServerBackend(Backend):
         return stored(got.get("version"), "version (/version)") if isinstance(got, dict) else None
 
     async def _tokenize(self, text: str, optional: bool = False):
-        body = {"model": self.served_model, "prompt": text, "add_special_tokens": False}
+        # both dialects: vLLM reads `prompt` and `add_special_tokens`, llama.cpp's server `content` and
+        # `add_special`; each ignores the other's fields
+        body = {
+            "model": self.served_model,
+            "prompt": text,
+            "add_special_tokens": False,
+            "content": text,
+            "add_special": False,
+        }
         got = await self._request("POST", self._endpoint("/tokenize", root=True), body, "/tokenize", optional=optional)
         if got is None:
             return None
@@ -924,6 +978,31 @@ def _shown(v) -> str:
     except (ValueError, RecursionError):
         text = type(v).__name__
     return redact(_clip(text, 60))
+
+
+def _shown_path(v) -> str:
+    """A file path a server reports, for a message: shell-quoted where it is a printable string of at
+    most 1000 characters that holds no secret, else a placeholder."""
+    import shlex
+
+    if isinstance(v, str) and re.fullmatch(r"[^\x00-\x1f\x7f-\x9f]{1,1000}", v) and redact(v) == v:
+        return shlex.quote(v)
+    return "FILE.gguf (the file the server was started with; it does not say which)"
+
+
+def _llama_cpp_meta(meta) -> bool:
+    """Whether a /v1/models entry's `meta` is llama.cpp's (its vocabulary and training context)."""
+    return isinstance(meta, dict) and "n_vocab" in meta and "n_ctx_train" in meta
+
+
+def _llama_cpp_props(props) -> bool:
+    """Whether a /props answer is llama.cpp's server's."""
+    if not isinstance(props, dict):
+        return False
+    path = props.get("model_path")
+    return isinstance(props.get("default_generation_settings"), dict) or (
+        isinstance(path, str) and path.lower().endswith(".gguf")
+    )
 
 
 def _shown_id(v) -> str:
