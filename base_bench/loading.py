@@ -46,6 +46,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from .backends.memory_check import mem_available
 from .errors import BaseBenchError, StoreError
 from .items import card
 
@@ -251,19 +252,6 @@ class Prefetch(threading.Thread):
                 pass
             finally:
                 os.close(fd)
-
-
-def mem_available() -> int | None:
-    """MemAvailable of /proc/meminfo in bytes; None where it cannot be read."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    parts = line.split()
-                    return int(parts[1]) * (1024 if parts[2:3] == ["kB"] else 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _regular_inside(path: Path, root: Path) -> Path | None:

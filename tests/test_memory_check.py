@@ -24,8 +24,8 @@ import torch
 from base_bench.backends import memory_check as mc
 from base_bench.backends.gguf_cache import KEEP_FREE, TOKENIZER_MARGIN
 from base_bench.backends.gguf_file import read_header
+from base_bench.backends.memory_check import mem_available
 from base_bench.errors import ModelError
-from base_bench.loading import mem_available
 
 from tiny_gguf import write_tiny_gguf
 

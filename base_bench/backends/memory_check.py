@@ -130,11 +130,22 @@ def refusal(name: str, file_bytes: int, file_type: str | None, floats: int, dtyp
 # ---------------------------------------------------------------------------- what is free here
 
 
+def mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes; None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    parts = line.split()
+                    return int(parts[1]) * (1024 if parts[2:3] == ["kB"] else 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def available_memory() -> tuple[int, str] | None:
     """(bytes, kind): MemAvailable on Linux ("available"), psutil's available memory elsewhere, else
     the machine's whole memory ("in all"); None when none of them can be read."""
-    from ..loading import mem_available
-
     linux = mem_available()
     if linux is not None:
         return linux, "available"
