@@ -70,6 +70,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# Set while this process's server holds the lock: an engine a test starts then runs beside it (an
+# flock taken again from this process, or a child, would wait for the session's end)
+HELD = "BASE_BENCH_VLLM_LOCK_HELD"
+
+
 class VllmServer:
     def __init__(self, python: str, model_dir: Path, log_path: Path, port: int):
         self.python, self.model_dir, self.log_path, self.port = python, Path(model_dir), Path(log_path), port
@@ -83,6 +88,7 @@ class VllmServer:
         server = cls(python or vllm_python(), model_dir, log_path, free_port())
         server._lock = open(os.environ.get("BASE_BENCH_VLLM_LOCK", "/tmp/vllm.lock"), "a")  # noqa: SIM115
         fcntl.flock(server._lock, fcntl.LOCK_EX)  # waits while another vLLM engine runs here
+        os.environ[HELD] = "1"  # this process holds it: its tests' engines run beside the server, as under CI
         try:
             server._launch()
         except BaseException:
@@ -161,6 +167,7 @@ class VllmServer:
             if self._lock is not None:
                 self._lock.close()  # releases the lock
                 self._lock = None
+                os.environ.pop(HELD, None)
 
     def _wait_group_gone(self) -> None:
         """The engine processes vLLM started are in its process group; wait for them to be gone."""
