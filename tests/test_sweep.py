@@ -201,13 +201,26 @@ def test_two_sweep_commands_on_one_store_score_each_member_once(tmp_path):
         assert rep["timing"]["items_scored_this_session"] == len(rep["items"])  # scored once, by one worker
 
 
+def _sigterm_pending(pid: int) -> bool:
+    """SIGTERM waits for the (stopped) process `pid`: /proc/PID/status's pending masks."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    masks = [int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(m & (1 << (signal.SIGTERM - 1)) for m in masks)
+
+
 def test_sigterm_stops_the_sweep_and_the_same_command_finishes_it(tmp_path):
     (ckpt,) = checkpoints(tmp_path / "ckpt", [5])
     args = ("ckpt/checkpoint-*", "--out-dir", "out", "--data", "bundled", "--batch-size", "4")
     p = start(tmp_path, *args)
     partial = member_dir(tmp_path / "out", ckpt) / "partial_results.jsonl"
     wait_for(lambda: lines(partial) >= 40)
+    # The worker is frozen until the command has passed the signal on, so that the signal finds it
+    # mid-member however fast the tiny model scores the rest
+    worker = _running_worker(tmp_path / "out" / "results.db")["pid"]
+    kill(worker, signal.SIGSTOP)
     p.send_signal(signal.SIGTERM)
+    wait_for(lambda: _sigterm_pending(worker), 60)
+    kill(worker, signal.SIGCONT)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 128 + signal.SIGTERM, (out, err)
     assert "SIGTERM: stopping the workers" in out
