@@ -247,11 +247,12 @@ def check_model(spec: str, dtype, *, use_cache: bool = True, placed: bool = Fals
     it whole); once located (a locate.Located), any GGUF, knowing whether the cache holds it."""
     if located is None:
         from . import ollama
+        from .locate import starts_as_gguf
 
         p = (ollama.blob_of(spec) or Path("/nonexistent")) if ollama.is_ollama(spec) else Path(spec).expanduser()
         if ollama.is_ollama(spec) and not _header_reads(p):
             return  # a damaged blob: locating it checks its digest, the better reason to give
-        if p.is_file() and (spec.lower().endswith(".gguf") or _starts_as_gguf(p)):  # an Ollama blob has no suffix
+        if p.is_file() and (spec.lower().endswith(".gguf") or starts_as_gguf(p)):  # an Ollama blob has no suffix
             check_gguf(p, dtype, use_cache=use_cache, placed=placed)
     elif located.kind == "gguf":
         fp = located.info["fingerprint"]
@@ -266,13 +267,3 @@ def _header_reads(path: Path) -> bool:
     except (ModelError, OSError):
         return False
     return True
-
-
-def _starts_as_gguf(path: Path) -> bool:
-    from .gguf_file import MAGIC
-
-    try:
-        with path.open("rb") as f:
-            return f.read(len(MAGIC)) == MAGIC
-    except OSError:
-        return False
