@@ -400,6 +400,42 @@ def test_failed_append_leaves_no_damaged_line_for_later_appends(tmp_path, monkey
     assert list(store.load_partial(repair=False)) == ["x-0", "x-2", "x-3"]
 
 
+def _half_then_signal(fd, data):
+    os.write(fd, data[: len(data) // 2])
+    raise KeyboardInterrupt  # SIGINT's exception between two parts of one write
+
+
+def _signal_in_fsync(fd):
+    raise KeyboardInterrupt  # the lines are written; SIGINT arrives before fsync returns
+
+
+@pytest.mark.parametrize(
+    "where, patch, kept",
+    [
+        ("write_all", _half_then_signal, ["x-0", "x-3"]),  # cut back: the file ends on a whole line
+        ("fsync", _signal_in_fsync, ["x-0", "x-1", "x-2", "x-3"]),  # whole lines: finished items stay
+    ],
+)
+def test_a_signal_during_a_save_keeps_whole_lines_and_cuts_a_half_written_save(
+    tmp_path, monkeypatch, where, patch, kept
+):
+    from base_bench.engine import runstore
+
+    store = RunStore(tmp_path / "s")
+    r = [ItemResult(f"x-{i}", (ChoiceScore(-1.0, 2),), 0, 0) for i in range(4)]
+    with store.lock():
+        store.begin({"k": 1}, {}, resume=False)
+        store.append(r[0])
+        with monkeypatch.context() as m:
+            m.setattr(runstore, "write_all", patch) if where == "write_all" else m.setattr(runstore.os, "fsync", patch)
+            with pytest.raises(KeyboardInterrupt):
+                store.append_many(r[1:3])
+        assert store.saved == len(kept) - 1
+        store.append(r[3])
+    assert list(store.load_partial(repair=False)) == kept
+    assert (tmp_path / "s" / PARTIAL).read_bytes().endswith(b"\n")
+
+
 def mount_tmpfs(where: Path, size: str):
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")

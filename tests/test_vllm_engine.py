@@ -174,7 +174,7 @@ def test_ctrl_c_saves_what_is_scored_stops_the_engine_and_resumes(vllm_python, s
             fcntl.flock(lock, fcntl.LOCK_EX)
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         # Interrupt once a second save has begun: the first is then whole and fsynced. (A signal that
-        # lands inside a save cuts that save back, all of it or none, so it cannot be counted on.)
+        # lands before a save's lines are all written cuts that save back, so only the first is counted on.)
         deadline, first = time.monotonic() + 600, 0
         while p.poll() is None and time.monotonic() < deadline:
             lines = partial.read_text().count("\n") if partial.is_file() else 0

@@ -285,7 +285,9 @@ class RunStore:
     def append_many(self, results) -> None:
         """Add finished items, one line each, in one write, fsynced: all of them, or (StorageError)
         none. The file is flocked while it is written, so ranks of one run that share the out-dir
-        never interleave their lines, and a failed write is cut back before anyone appends again."""
+        never interleave their lines, and a failed write is cut back before anyone appends again.
+        A signal (SIGINT, SIGTERM) that arrives once every line is written keeps them all: a crash at
+        that moment would keep them too, and the items are finished."""
         results = list(results)
         if not results:
             return
@@ -298,12 +300,19 @@ class RunStore:
             try:
                 _flock_wait(fd)
                 start = os.fstat(fd).st_size
+                written = False
                 try:
                     write_all(fd, data)
+                    written = True
                     os.fsync(fd)
-                except BaseException:
-                    # A full disk can take part of the lines. Cut them, so that the file still ends on
-                    # a whole line and a later append cannot leave a damaged line in the middle.
+                except BaseException as e:
+                    if written and not isinstance(e, OSError):  # a signal after the write: the lines stay
+                        if self.saved is not None:
+                            self.saved += len(results)
+                        raise
+                    # A full disk can take part of the lines, a signal can stop the write between two
+                    # of its parts, and a failed fsync leaves them undurable. Cut them, so that the file
+                    # still ends on a whole line and a later append cannot leave a damaged line in the middle.
                     try:
                         os.ftruncate(fd, start)
                     except OSError:
