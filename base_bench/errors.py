@@ -11,7 +11,8 @@ the message: bad data (DataError), a model or tokenizer that cannot be scored (M
 server that cannot be reached or answers with an error is a ServerError, and an engine whose
 prompt log-probs fail the server check an EngineCheckError), an item that cannot be scored under
 the contract (ScoringError), a refused download (HubError), an
-out-dir that would be overwritten, does not match or is in use (RunError), a run's file that could
+out-dir that would be overwritten, does not match or is in use (RunError; in use by another live
+process: RunInUse), a run's file that could
 not be written (StorageError: a full disk, an I/O error), a results store that cannot be reached or
 used (StoreError), an unreadable report (ReportError), an
 argument out of range (UsageError), ranks that cannot work together (DistributedError). Anything
@@ -71,6 +72,10 @@ class HubError(BaseBenchError):
 
 class RunError(BaseBenchError):
     """The out-dir cannot be used as asked; nothing in it was changed."""
+
+
+class RunInUse(RunError):
+    """Another live process holds the out-dir's lock (the message names it); nothing was changed."""
 
 
 class StorageError(BaseBenchError):

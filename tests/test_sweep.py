@@ -5,6 +5,8 @@ once, SIGTERM), --watch, status and retry, bad input, secrets."""
 import json
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from sweeprun import (
     sweep,
     wait_for,
 )
+from sweeprun import env as sweep_env
 
 from base_bench.sweep import queue
 from base_bench.sweep.worker import Config, work
@@ -178,13 +181,47 @@ def test_a_lapsed_lease_is_taken_over_by_another_worker(tmp_path):
     finally:
         kill(frozen["pid"])  # the frozen one holds the out-dir's lock until it is gone
     out, err = p.communicate(timeout=600)
-    assert p.returncode == 0, err[-3000:]
+    assert p.returncode == 0, (out, err[-3000:])
     (done,) = jobs(tmp_path / "out" / "results.db")
     assert done["state"] == "done" and done["pid"] != frozen["pid"]
     assert_same_scores(
         member_report(tmp_path / "out", ckpt),
         ordinary(ckpt, tmp_path / "plain", "--data", "bundled", "--batch-size", "4"),
     )
+
+
+def test_a_member_whose_folder_another_process_holds_waits_without_spending_an_attempt(tmp_path):
+    """The member's folder is locked by a live process (a stuck worker whose lease lapsed, or a run
+    started by hand): with --max-attempts 1 the member is not failed; it waits, `sweep status` names
+    the holder, and once the holder is gone the same sweep scores it in its one attempt."""
+    (ckpt,) = checkpoints(tmp_path / "ckpt", [9])
+    folder = member_dir(tmp_path / "out", ckpt)
+    hold = (
+        "import sys, time\nfrom base_bench.engine.runstore import RunStore\n"
+        "with RunStore(sys.argv[1]).lock():\n    print('held', flush=True)\n    time.sleep(600)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(folder)], stdout=subprocess.PIPE, text=True, env=sweep_env()
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        p = start(tmp_path, "ckpt/checkpoint-*", "--out-dir", "out", "--max-attempts", "1", *FAST)
+        db = tmp_path / "out" / "results.db"
+        row = wait_for(lambda: db.exists() and (r := jobs(db)) and r[0]["error_class"] == "RunInUse" and r[0], 300)
+        assert row["attempts"] in (0, 1) and f"is in use by PID {holder.pid}" in row["error"]
+        time.sleep(3)  # several tries later: still waiting, never failed
+        (row,) = jobs(db)
+        assert row["state"] in ("waiting", "running") and row["attempts"] <= 1 and p.poll() is None
+        rc, out, err = sweep(tmp_path, "status", "out")
+        assert rc == 3 and "RunInUse" in out and f"PID {holder.pid}" in out, (out, err)  # 3: members left
+    finally:
+        holder.kill()
+        holder.wait()
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, (out, err[-3000:])
+    (done,) = jobs(db)
+    assert (done["state"], done["attempts"], done["error"]) == ("done", 1, None)
+    assert_same_scores(member_report(tmp_path / "out", ckpt), ordinary(ckpt, tmp_path / "plain"))
 
 
 def test_two_sweep_commands_on_one_store_score_each_member_once(tmp_path):

@@ -58,7 +58,7 @@ except ImportError:  # Windows: no flock; platform_problem() then refuses a run 
     fcntl = None
 
 from .. import untrusted
-from ..errors import RunError, StorageError
+from ..errors import RunError, RunInUse, StorageError
 from ..items.records import ItemResult
 from ..redact import redact_bytes
 from ..results.reports_io import fsync_dir, non_regular, temp_files, write_all, write_atomic
@@ -390,7 +390,7 @@ class RunStore:
         try:
             got = _try_flock(fd, "shared")
             if got is False:
-                raise RunError(self._in_use(fd))
+                raise RunInUse(self._in_use(fd))
             if got:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
@@ -427,7 +427,7 @@ class RunStore:
                 break
             if not got and time.monotonic() >= deadline:
                 try:
-                    raise RunError(self._in_use(fd))
+                    raise RunInUse(self._in_use(fd))
                 finally:
                     os.close(fd)
             os.close(fd)  # taken for now, or a file that its last holder removed: try again

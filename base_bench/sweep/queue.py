@@ -367,6 +367,23 @@ def release(db, job: Job, me: Worker) -> None:
         )
 
 
+def busy(db, job: Job, me: Worker, exc: BaseException) -> None:
+    """`me` found the member's out-dir held by another live process (a worker whose lease lapsed while
+    it was stuck, or a run started by hand): the job waits again, this attempt not counted, and its
+    error says who holds the folder. The member is not failing: it is being scored elsewhere."""
+    with schema.writing(db) as conn:
+        conn.execute(
+            update(schema.jobs)
+            .where(_held(job, me))
+            .values(
+                state="waiting",
+                attempts=schema.jobs.c.attempts - 1,
+                error_class=type(exc).__name__[:64],
+                error=error_line(exc),
+            )
+        )
+
+
 def retry(db, group: str, states: tuple[str, ...] = ("failed",)) -> int:
     """Put the group's jobs in `states` back to waiting, their attempts reset; how many."""
     t = schema.jobs

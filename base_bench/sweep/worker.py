@@ -13,7 +13,9 @@ resumable and put it back in the queue. For each member it claims:
    the four run files and the run's row in the store;
 3. the job is marked done with its run key and signature; a failure is recorded with its error class
    and line and the member waits for another attempt (up to --max-attempts), while the others go on.
-   A checkpoint that a training run deleted before it was scored is skipped with a note.
+   A checkpoint that a training run deleted before it was scored is skipped with a note. A member
+   whose folder another live process holds (a worker whose lease lapsed while it was stuck) waits
+   again without spending an attempt, and the worker looks again after a pause.
 
 While a member is scored, a thread renews the lease (a heartbeat every lease_timeout / 4 s), the
 next member's weight files are read into the page cache (`loading.prefetch`), and the sweep's pages
@@ -42,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import import_module
 from pathlib import Path
 
-from ..errors import BaseBenchError
+from ..errors import BaseBenchError, RunInUse
 from . import queue
 
 PASSWORD_ENV = "BASE_BENCH_STORE_PASSWORD"
@@ -122,6 +124,7 @@ class Stats:
     load_s: list = field(default_factory=list)  # each member's model load (its report's timing.model_load_s)
     scoring_s: list = field(default_factory=list)  # and its scoring (timing.scoring_s)
     idle_s: float = 0.0
+    busy: int = 0  # claims whose out-dir another live process held (the member waited again)
 
     def overhead_s(self) -> list:
         """Each member's time beyond its model load and scoring: the claim, the data, the checks,
@@ -314,7 +317,13 @@ def work(config: Config, password: str | None = None, signals: bool = True) -> S
                 stats.idle_s += time.perf_counter() - idle_since
                 idle_since = None
             stats.members += 1
-            _run_member(db, job, me, config, flags, url, stats, pages)
+            if not _run_member(db, job, me, config, flags, url, stats, pages):
+                stats.members -= 1
+                stats.busy += 1  # scored elsewhere for now: look again after a pause
+                t1 = time.perf_counter()
+                time.sleep(config.poll_s)
+                stats.idle_s += time.perf_counter() - t1
+                continue
             stats.member_s.append(round(time.perf_counter() - t0, 4))
     finally:
         for s, h in old.items():
@@ -336,7 +345,9 @@ def _reuse_packing_checks() -> None:
     reuse_packing_checks()
 
 
-def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats, pages: Pages) -> None:
+def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats, pages: Pages) -> bool:
+    """Score one claimed member and record its outcome; False when another live process holds its
+    out-dir (the member waits again, the attempt not counted)."""
     from .. import loading
     from ..store.ingest import run_key
 
@@ -344,7 +355,7 @@ def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats
     if _deleted(job):
         queue.skipped(db, job, me, "its checkpoint was deleted before it was scored")
         stats.skipped += 1
-        return
+        return True
     beat = Heartbeat(db, job, me, max(0.5, config.lease_timeout / 4))
     following = queue.peek(db, config.group)
     if following:
@@ -365,11 +376,15 @@ def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats
     except (Stopped, KeyboardInterrupt, SystemExit):
         queue.release(db, job, me)  # a signal or preemption: the member waits again, resumable
         raise
+    except RunInUse as exc:  # another live process scores it: wait for it, without spending an attempt
+        queue.busy(db, job, me, exc)
+        log.info("%s: %s; trying again in %.1f s", job.name, queue.error_line(exc), config.poll_s)
+        return False
     except Exception as exc:  # noqa: BLE001  (a member that fails fails alone; its error is recorded)
         if _deleted(job):
             queue.skipped(db, job, me, "its checkpoint was deleted while it was scored")
             stats.skipped += 1
-            return
+            return True
         if not isinstance(exc, BaseBenchError):
             log.exception("%s failed", job.name)
         state = queue.failed(db, job, me, exc, config.max_attempts)
@@ -377,6 +392,7 @@ def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats
         print(f"base-bench sweep: {job.name}: {type(exc).__name__}: {queue.error_line(exc)}", file=sys.stderr)
     finally:
         beat.close()
+    return True
 
 
 def _write_stats(config: Config, stats: Stats) -> None:
