@@ -384,13 +384,20 @@ def test_disk_error_in_process(fault, words, n_saved, base, reference, tmp_path,
     assert_matches_reference(out, reference, n_saved)
 
 
-def test_failed_append_leaves_no_damaged_line_for_later_appends(tmp_path, monkeypatch):
-    """A short write then ENOSPC: the half line is cut, so appends that succeed later follow whole lines."""
-    store = RunStore(tmp_path / "s")
+@contextlib.contextmanager
+def one_saved(folder: Path):
+    """A run store under its lock, item x-0 saved, and the four items x-0 ... x-3."""
+    store = RunStore(folder)
     r = [ItemResult(f"x-{i}", (ChoiceScore(-1.0, 2),), 0, 0) for i in range(4)]
     with store.lock():
         store.begin({"k": 1}, {}, resume=False)
         store.append(r[0])
+        yield store, r
+
+
+def test_failed_append_leaves_no_damaged_line_for_later_appends(tmp_path, monkeypatch):
+    """A short write then ENOSPC: the half line is cut, so appends that succeed later follow whole lines."""
+    with one_saved(tmp_path / "s") as (store, r):
         with monkeypatch.context() as m:
             faultrun.install("error-write:partial_results.jsonl:1:ENOSPC", setattr=m.setattr)
             with pytest.raises(StorageError, match=r"ENOSPC\) while saving item x-1 .* 1 finished item is saved"):
@@ -421,11 +428,7 @@ def test_a_signal_during_a_save_keeps_whole_lines_and_cuts_a_half_written_save(
 ):
     from base_bench.engine import runstore
 
-    store = RunStore(tmp_path / "s")
-    r = [ItemResult(f"x-{i}", (ChoiceScore(-1.0, 2),), 0, 0) for i in range(4)]
-    with store.lock():
-        store.begin({"k": 1}, {}, resume=False)
-        store.append(r[0])
+    with one_saved(tmp_path / "s") as (store, r):
         with monkeypatch.context() as m:
             m.setattr(runstore, "write_all", patch) if where == "write_all" else m.setattr(runstore.os, "fsync", patch)
             with pytest.raises(KeyboardInterrupt):
