@@ -358,29 +358,18 @@ def skipped(db, job: Job, me: Worker, note: str) -> None:
         )
 
 
-def release(db, job: Job, me: Worker) -> None:
-    """`me` was stopped (SIGTERM, SIGINT, preemption) mid-member: the job waits again, this attempt
-    not counted, and the next worker continues its partial results."""
-    with schema.writing(db) as conn:
-        conn.execute(
-            update(schema.jobs).where(_held(job, me)).values(state="waiting", attempts=schema.jobs.c.attempts - 1)
-        )
-
-
-def busy(db, job: Job, me: Worker, exc: BaseException) -> None:
-    """`me` found the member's out-dir held by another live process (a worker whose lease lapsed while
-    it was stuck, or a run started by hand): the job waits again, this attempt not counted, and its
-    error says who holds the folder. The member is not failing: it is being scored elsewhere."""
+def release(db, job: Job, me: Worker, why: BaseException | None = None) -> None:
+    """`me` leaves `job` unfinished: the job waits again, this attempt not counted. Stopped (SIGTERM,
+    SIGINT, preemption) mid-member, the next worker continues its partial results. With `why`, the
+    member's out-dir was held by another live process (a worker whose lease lapsed while it was stuck,
+    a run started by hand), and the job's error says who holds it: the member is not failing, it is
+    being scored elsewhere."""
+    said = {} if why is None else {"error_class": type(why).__name__[:64], "error": error_line(why)}
     with schema.writing(db) as conn:
         conn.execute(
             update(schema.jobs)
             .where(_held(job, me))
-            .values(
-                state="waiting",
-                attempts=schema.jobs.c.attempts - 1,
-                error_class=type(exc).__name__[:64],
-                error=error_line(exc),
-            )
+            .values(state="waiting", attempts=schema.jobs.c.attempts - 1, **said)
         )
 
 

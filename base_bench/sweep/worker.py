@@ -377,7 +377,7 @@ def _run_member(db, job, me, config: Config, flags: dict, url: str, stats: Stats
         queue.release(db, job, me)  # a signal or preemption: the member waits again, resumable
         raise
     except RunInUse as exc:  # another live process scores it: wait for it, without spending an attempt
-        queue.busy(db, job, me, exc)
+        queue.release(db, job, me, why=exc)
         log.info("%s: %s; trying again in %.1f s", job.name, queue.error_line(exc), config.poll_s)
         return False
     except Exception as exc:  # noqa: BLE001  (a member that fails fails alone; its error is recorded)
