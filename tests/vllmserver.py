@@ -75,6 +75,12 @@ def free_port() -> int:
 HELD = "BASE_BENCH_VLLM_LOCK_HELD"
 
 
+def lock_already_held() -> bool:
+    """Whether an engine started now must not take the vLLM lock: under CI=1 the session's server
+    fixture holds it until the session ends, and HELD says this process's own server holds it."""
+    return bool(os.environ.get("CI") or os.environ.get(HELD))
+
+
 class VllmServer:
     def __init__(self, python: str, model_dir: Path, log_path: Path, port: int):
         self.python, self.model_dir, self.log_path, self.port = python, Path(model_dir), Path(log_path), port
